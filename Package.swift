@@ -1,0 +1,101 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// One set of settings for every target.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "purchase-ledger",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ledger", targets: ["ledger"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+    ],
+    targets: [
+        .target(
+            name: "LedgerDomain",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LedgerMigrations",
+            path: "Migrations",
+            resources: [.copy("sql")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LedgerProjections",
+            dependencies: ["LedgerDomain"],
+            path: "Projections",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LedgerStore",
+            dependencies: [
+                "LedgerDomain",
+                "LedgerMigrations",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AppStore",
+            dependencies: ["LedgerDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LedgerHTTP",
+            dependencies: [
+                "LedgerDomain",
+                "LedgerStore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "ledger",
+            dependencies: [
+                "LedgerDomain",
+                "LedgerStore",
+                "LedgerHTTP",
+                "LedgerProjections",
+                "AppStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerDomainTests",
+            dependencies: ["LedgerDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerStoreTests",
+            dependencies: [
+                "LedgerStore",
+                "LedgerDomain",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,30 @@
+/// A key under which a fact is recorded at most once, for ever.
+///
+/// For App Store transactions the key is the app, the environment, the kind of record and the
+/// App Store transaction id: posting the same receipt twice, or 64 times at once, records one event.
+public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) throws(LedgerInputError) {
+        guard !rawValue.isEmpty, rawValue.utf8.count <= 512 else {
+            throw .invalidDeduplicationKey("it must have 1 to 512 bytes")
+        }
+        self.rawValue = rawValue
+    }
+
+    /// The key of an App Store transaction: `appstore/<bundle id>/<environment>/<kind>/<transaction id>`.
+    public static func appStoreTransaction(
+        app bundleID: String,
+        environment: String,
+        kind: String,
+        transactionID: String
+    ) throws(LedgerInputError) -> DeduplicationKey {
+        for (name, value) in [("bundle id", bundleID), ("environment", environment), ("kind", kind), ("transaction id", transactionID)]
+        where value.isEmpty || value.contains("/") {
+            throw .invalidDeduplicationKey("\(name) '\(value)' must be non-empty and contain no '/'")
+        }
+        return try DeduplicationKey(rawValue: "appstore/\(bundleID)/\(environment)/\(kind)/\(transactionID)")
+    }
+
+    public var description: String { rawValue }
+}

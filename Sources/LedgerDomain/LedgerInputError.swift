@@ -1,0 +1,45 @@
+/// Input the ledger refuses before anything is written, with a message a caller can act on.
+public struct LedgerInputError: Error, Hashable, Sendable, CustomStringConvertible {
+    private enum Code: Hashable, Sendable {
+        case invalidEventType
+        case invalidStreamID
+        case invalidJSON
+        case invalidDeduplicationKey
+        case repeatedDeduplicationKey
+        case emptyAppend
+    }
+
+    private let code: Code
+    public let message: String
+
+    private init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public static func invalidEventType(_ value: String) -> Self {
+        .init(.invalidEventType, "event type '\(value)' is not a name with a schema version such as 'PurchaseRecorded.v1' (letters and digits, then '.v' and a number from 1)")
+    }
+
+    public static func invalidStreamID(_ value: String) -> Self {
+        .init(.invalidStreamID, "stream id '\(value)' is not valid: use 1 to 512 printable characters without spaces, e.g. 'user/com.example.app/42'")
+    }
+
+    public static func invalidJSON(field: String, reason: String) -> Self {
+        .init(.invalidJSON, "\(field) must be a JSON object: \(reason)")
+    }
+
+    public static func invalidDeduplicationKey(_ reason: String) -> Self {
+        .init(.invalidDeduplicationKey, "deduplication key is not valid: \(reason)")
+    }
+
+    public static func repeatedDeduplicationKey(_ key: String) -> Self {
+        .init(.repeatedDeduplicationKey, "deduplication key '\(key)' appears twice in one append: send each transaction once")
+    }
+
+    public static var emptyAppend: Self {
+        .init(.emptyAppend, "an append needs at least one event")
+    }
+
+    public var description: String { message }
+}

@@ -1,0 +1,61 @@
+import Foundation
+
+/// An event about to be appended: its payload is JSON text that the store keeps as `jsonb`.
+public struct NewEvent: Sendable, Hashable {
+    public let eventID: UUID
+    public let type: EventTypeName
+    /// The event's payload, a JSON object.
+    public let data: String
+    /// Who sent it and why (request id, API key id, receipt hash), a JSON object.
+    public let metadata: String
+    /// Set when the fact must be recorded at most once (an App Store transaction).
+    public let deduplicationKey: DeduplicationKey?
+
+    public init(
+        eventID: UUID = UUID(),
+        type: EventTypeName,
+        data: String,
+        metadata: String = "{}",
+        deduplicationKey: DeduplicationKey? = nil
+    ) throws(LedgerInputError) {
+        try Self.requireJSONObject(data, field: "event data")
+        try Self.requireJSONObject(metadata, field: "event metadata")
+        self.eventID = eventID
+        self.type = type
+        self.data = data
+        self.metadata = metadata
+        self.deduplicationKey = deduplicationKey
+    }
+
+    /// Encodes a payload with stable key order and builds the event.
+    public init<Payload: Encodable>(
+        eventID: UUID = UUID(),
+        type: EventTypeName,
+        payload: Payload,
+        metadata: [String: String] = [:],
+        deduplicationKey: DeduplicationKey? = nil
+    ) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        try self.init(
+            eventID: eventID,
+            type: type,
+            data: String(decoding: try encoder.encode(payload), as: UTF8.self),
+            metadata: String(decoding: try encoder.encode(metadata), as: UTF8.self),
+            deduplicationKey: deduplicationKey
+        )
+    }
+
+    private static func requireJSONObject(_ text: String, field: String) throws(LedgerInputError) {
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+        } catch {
+            throw .invalidJSON(field: field, reason: "it is not valid JSON")
+        }
+        guard parsed is [String: Any] else {
+            throw .invalidJSON(field: field, reason: "it is JSON, but not an object")
+        }
+    }
+}

@@ -1,0 +1,15 @@
+import LedgerDomain
+
+/// The event log: append to a stream with an expected version, read a stream, read the log in order.
+public protocol EventStore: Sendable {
+    /// Appends `events` to `stream` atomically, skipping those whose deduplication key is already
+    /// recorded. Throws `StoreError.wrongExpectedVersion` when the stream moved on.
+    func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult
+
+    /// The stream's events from `version` on, in version order.
+    func readStream(_ stream: StreamID, fromVersion version: Int64, limit: Int) async throws -> [RecordedEvent]
+
+    /// Committed events after `position`, in position order, never past a position whose
+    /// predecessors might still commit (the gap guard).
+    func readAll(after position: Int64, stream: StreamID?, limit: Int) async throws -> [RecordedEvent]
+}

@@ -1,0 +1,107 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Finds the ledger's database (a URL, or the managed local server) and lends out a running client.
+public enum LedgerDatabase {
+    /// `LEDGER_DATABASE_URL` when given, otherwise the managed local server, started if needed.
+    public static func resolve(url: String?, logger: Logger) async throws -> DatabaseSettings {
+        if let url, !url.isEmpty {
+            return try DatabaseSettings(url: url)
+        }
+        return try await LocalPostgres().start(logger: logger)
+    }
+
+    /// Runs `body` with a connected client; the client stops when `body` returns.
+    public static func withClient<Result: Sendable>(
+        _ settings: DatabaseSettings,
+        maximumConnections: Int = 20,
+        logger: Logger,
+        _ body: @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        var configuration = settings.clientConfiguration
+        configuration.options.maximumConnections = maximumConnections
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        return try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            do {
+                let result = try await body(client)
+                group.cancelAll()
+                return result
+            } catch {
+                group.cancelAll()
+                throw Self.explain(error, settings: settings)
+            }
+        }
+    }
+
+    /// Creates (or recreates) a database on the same server, e.g. a benchmark's scratch database.
+    public static func recreate(database name: String, on settings: DatabaseSettings, logger: Logger) async throws {
+        guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), !name.isEmpty else {
+            throw StoreError.invalidInput("database name '\(name)' may contain only letters, digits and '_'")
+        }
+        try await withMaintenanceConnection(settings, logger: logger) { connection in
+            try await connection.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+            try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
+        }
+    }
+
+    /// Drops a database if it exists.
+    public static func drop(database name: String, on settings: DatabaseSettings, logger: Logger) async throws {
+        guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), !name.isEmpty else {
+            throw StoreError.invalidInput("database name '\(name)' may contain only letters, digits and '_'")
+        }
+        try await withMaintenanceConnection(settings, logger: logger) { connection in
+            try await connection.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+        }
+    }
+
+    private static func withMaintenanceConnection(
+        _ settings: DatabaseSettings, logger: Logger, _ body: (PostgresConnection) async throws -> Void
+    ) async throws {
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(
+                configuration: settings.with(database: "postgres").connectionConfiguration, id: 0, logger: logger
+            )
+        } catch {
+            throw explain(error, settings: settings)
+        }
+        do {
+            try await body(connection)
+        } catch let error as PSQLError where error.sqlState == "42501" {
+            try? await connection.close()
+            throw StoreError.databaseUnavailable(
+                "user '\(settings.username)' may not create or drop databases on \(settings.host):\(settings.port): grant it CREATEDB"
+            )
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
+    }
+
+    /// Turns connection failures into a message that says which server could not be reached.
+    static func explain(_ error: any Error, settings: DatabaseSettings) -> any Error {
+        guard let error = error as? PSQLError else { return error }
+        switch error.code {
+        case .connectionError, .serverClosedConnection, .uncleanShutdown:
+            return StoreError.databaseUnavailable(
+                "cannot reach PostgreSQL at \(settings.url()): \(error.underlying.map { "\($0)" } ?? "connection failed"); check that the server runs (ledger db status) or fix LEDGER_DATABASE_URL"
+            )
+        case .server where error.sqlState == "28P01" || error.sqlState == "28000":
+            return StoreError.databaseUnavailable(
+                "PostgreSQL at \(settings.host):\(settings.port) refused user '\(settings.username)': wrong password or no access to database '\(settings.database)'"
+            )
+        case .server where error.sqlState == "3D000":
+            return StoreError.databaseUnavailable(
+                "database '\(settings.database)' does not exist on \(settings.host):\(settings.port): create it, or fix LEDGER_DATABASE_URL"
+            )
+        default:
+            return error
+        }
+    }
+}

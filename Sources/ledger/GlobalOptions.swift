@@ -1,0 +1,68 @@
+import ArgumentParser
+import Foundation
+import LedgerStore
+import Logging
+
+/// Options every command that talks to the database shares.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("database-url"),
+        help: ArgumentHelp(
+            "PostgreSQL URL, postgres://user:password@host:port/database (default: $LEDGER_DATABASE_URL, else the managed local server).",
+            valueName: "url"
+        )
+    )
+    var databaseURL: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: $LEDGER_LOG_LEVEL or info).")
+    var logLevel: String?
+
+    /// Sets up logging once and returns the root logger.
+    func makeLogger(label: String = "ledger") throws -> Logger {
+        let text = logLevel ?? ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        LoggingBootstrap.once(level: level)
+        var logger = Logger(label: label)
+        logger.logLevel = level
+        return logger
+    }
+
+    /// The database to use: the flag, the environment, or the managed local server.
+    func databaseSettings(logger: Logger) async throws -> DatabaseSettings {
+        let url = databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
+        return try await LedgerDatabase.resolve(url: url, logger: logger)
+    }
+}
+
+/// Logging goes to standard error, so that standard output carries only results (JSON lines, CSV).
+enum LoggingBootstrap {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var done = false  // guarded by `lock`
+
+    static func once(level: Logger.Level) {
+        lock.withLock {
+            guard !done else { return }
+            done = true
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        }
+    }
+}
+
+/// Writes to standard output without buffering surprises when piped.
+enum Output {
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    static var errorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+}
