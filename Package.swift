@@ -94,6 +94,7 @@ let package = Package(
                 "LedgerStore",
                 "LedgerDomain",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -9,6 +9,9 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         guard !rawValue.isEmpty, rawValue.utf8.count <= 512 else {
             throw .invalidDeduplicationKey("it must have 1 to 512 bytes")
         }
+        guard !rawValue.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw .invalidDeduplicationKey("it must not contain control characters")
+        }
         self.rawValue = rawValue
     }
 

@@ -55,6 +55,7 @@ public struct AppendBenchmark: Sendable {
         try await prepareBaseline()
         let work = Self.plan(options)
         let store = PostgresEventStore(client: client, logger: logger)
+        try await warmUp(store, concurrency: options.concurrency)
         let ledger = try await measure(work) { task in
             var versions: [Int: Int64] = [:]
             let shared = options.streams < options.concurrency
@@ -164,6 +165,25 @@ public struct AppendBenchmark: Sendable {
             events: work.reduce(0) { $0 + $1.reduce(0) { $0 + $1.rows.count } },
             seconds: seconds, p50: percentile(0.5), p99: percentile(0.99)
         )
+    }
+
+    /// Opens every connection and compiles the append function in each session, so neither side
+    /// pays for connection set-up inside its measurement.
+    private func warmUp(_ store: PostgresEventStore, concurrency: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<concurrency {
+                group.addTask {
+                    for round in 0..<3 {
+                        let event = try NewEvent(
+                            type: EventTypeName(stored: "BenchmarkWarmedUp.v1"), data: #"{"round":\#(round)}"#
+                        )
+                        _ = try await store.append([event], to: StreamID("bench-warm-up/\(writer)"), expecting: .any)
+                        try await client.query("SELECT 1 FROM ledger_bench.raw_events LIMIT 1", logger: logger)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
     }
 
     // MARK: Baseline

@@ -65,7 +65,7 @@ public struct HashChainVerifier: Sendable {
         var previousVersion: Int64 = 0
         var streamBroken = false
         for try await (position, stream, version, storedHash, content) in rows.decode(
-            (Int64, String, Int64, [UInt8], [UInt8]).self
+            (Int64, String, Int64, Data, Data).self
         ) {
             if stream != currentStream {
                 currentStream = stream
@@ -83,7 +83,7 @@ public struct HashChainVerifier: Sendable {
                 var hasher = SHA256()
                 hasher.update(data: previousHash)
                 hasher.update(data: content)
-                if Data(hasher.finalize()) != Data(storedHash) {
+                if Data(hasher.finalize()) != storedHash {
                     problem = "the event's content or hash does not match the chain: the row, or the one before it, was altered"
                 }
             }
@@ -92,7 +92,7 @@ public struct HashChainVerifier: Sendable {
                 breaks.append(Break(streamID: stream, position: position, streamVersion: version, reason: problem))
             }
             // Carry on from the stored hash, so one altered row is reported once, not for the rest of the stream.
-            previousHash = Data(storedHash)
+            previousHash = storedHash
             previousVersion = version
             checked += 1
             if checked % progressEvery == 0 { progress(checked, total) }

@@ -10,6 +10,7 @@ public struct PostgresEventStore: EventStore {
 
     let client: PostgresClient
     let logger: Logger
+    let notifier = CommitNotifier()
     /// How often a racing writer is retried before the conflict is reported.
     let maximumAttempts = 8
 
@@ -31,14 +32,24 @@ public struct PostgresEventStore: EventStore {
             throw StoreError.invalidInput(LedgerInputError.repeatedDeduplicationKey(key.rawValue).message)
         }
 
+        // Fast path first: the unique constraint on dedup_key finds duplicates for free. Only
+        // when it reports one (or the version moved and a key might explain why) is the append
+        // repeated with the explicit duplicate check.
+        let hasKeys = events.contains { $0.deduplicationKey != nil }
+        var checkDuplicates = false
         var attempt = 0
         while true {
             attempt += 1
             do {
-                return try await appendOnce(events, to: stream, expecting: expected)
+                return try await appendOnce(events, to: stream, expecting: expected, checkDuplicates: checkDuplicates)
             } catch let error as PSQLError {
                 switch (error.sqlState, error.serverInfo?[.constraintName]) {
                 case ("LW001", _):
+                    if hasKeys && !checkDuplicates {
+                        // Perhaps a retried command whose events are already recorded.
+                        checkDuplicates = true
+                        continue
+                    }
                     let actual = Int64(error.serverInfo?[.detail] ?? "") ?? -1
                     throw StoreError.wrongExpectedVersion(stream: stream.rawValue, expected: expected.description, actual: actual)
                 case ("23505", "events_stream_version_key"):
@@ -49,12 +60,13 @@ public struct PostgresEventStore: EventStore {
                     }
                     logger.debug("append raced another writer, retrying", metadata: ["ledger.stream": "\(stream)"])
                 case ("23505", "events_dedup_key_key") where attempt < maximumAttempts:
-                    // A concurrent append recorded the same key and has committed: the next attempt sees it.
-                    logger.debug("append raced a duplicate, retrying", metadata: ["ledger.stream": "\(stream)"])
+                    // The key is recorded (a concurrent append has committed it, or it was there).
+                    checkDuplicates = true
+                    logger.debug("append met a recorded deduplication key", metadata: ["ledger.stream": "\(stream)"])
                 case ("23505", "events_event_id_key"):
                     throw StoreError.duplicateEventID(events.map(\.eventID.uuidString).joined(separator: ", "))
-                case ("22P02", _), ("22023", _):
-                    throw StoreError.invalidInput("the event payload was refused by the database: \(error.serverInfo?[.message] ?? "invalid input")")
+                case ("22P02", _), ("22023", _), ("23514", _):
+                    throw StoreError.invalidInput("the event was refused by the database: \(error.serverInfo?[.message] ?? "invalid input")")
                 default:
                     throw error
                 }
@@ -62,7 +74,9 @@ public struct PostgresEventStore: EventStore {
         }
     }
 
-    private func appendOnce(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
+    private func appendOnce(
+        _ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion, checkDuplicates: Bool
+    ) async throws -> AppendResult {
         let expectedVersion: Int64? = switch expected {
         case .any: nil
         case .noStream: 0
@@ -74,48 +88,41 @@ public struct PostgresEventStore: EventStore {
         let metadata = events.map(\.metadata)
         let keys = events.map { $0.deduplicationKey?.rawValue ?? "" }
 
-        return try await client.withConnection { connection in
-            let rows = try await connection.transaction(logger: logger) { connection in
-                try await connection.query(
-                    """
-                    SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key
-                    FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
-                                       array_replace(\(keys)::text[], '', NULL))
-                    """,
-                    logger: logger
-                ).collect()
+        // One statement, so one round trip: it is atomic on its own, no BEGIN/COMMIT needed.
+        let rows = try await client.query(
+            """
+            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key
+            FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
+                               array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
+            """,
+            logger: logger
+        ).collect()
+        var appended: [UUID: (Int64, Int64)] = [:]
+        var duplicates: [String: AppendResult.EventReference] = [:]
+        for row in rows {
+            let (id, position, streamID, version, duplicate, key) = try row.decode(
+                (UUID, Int64, String, Int64, Bool, String?).self
+            )
+            if duplicate, let key {
+                duplicates[key] = .init(eventID: id, position: position, streamID: streamID, streamVersion: version)
+            } else {
+                appended[id] = (position, version)
             }
-            var appended: [UUID: (Int64, Int64)] = [:]
-            var duplicates: [String: AppendResult.EventReference] = [:]
-            for row in rows {
-                let (id, position, streamID, version, duplicate, key) = try row.decode(
-                    (UUID, Int64, String, Int64, Bool, String?).self
-                )
-                if duplicate, let key {
-                    duplicates[key] = .init(eventID: id, position: position, streamID: streamID, streamVersion: version)
-                } else {
-                    appended[id] = (position, version)
-                }
-            }
-            let outcomes = try events.map { event -> AppendResult.Outcome in
-                if let key = event.deduplicationKey?.rawValue, let stored = duplicates[key] {
-                    return .duplicate(of: stored)
-                }
-                guard let (position, version) = appended[event.eventID] else {
-                    throw StoreError.integrity("ledger.append returned no row for event \(event.eventID)")
-                }
-                return .appended(position: position, streamVersion: version)
-            }
-            let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes)
-            if result.appendedCount > 0 {
-                // After the commit, so that a woken follower finds the rows. A lost notification
-                // only delays followers until their next poll.
-                _ = try? await connection.query(
-                    "SELECT pg_notify(\(Self.notificationChannel), \(String(result.position)))", logger: logger
-                )
-            }
-            return result
         }
+        let outcomes = try events.map { event -> AppendResult.Outcome in
+            if let key = event.deduplicationKey?.rawValue, let stored = duplicates[key] {
+                return .duplicate(of: stored)
+            }
+            guard let (position, version) = appended[event.eventID] else {
+                throw StoreError.integrity("ledger.append returned no row for event \(event.eventID)")
+            }
+            return .appended(position: position, streamVersion: version)
+        }
+        let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes)
+        if result.appendedCount > 0 {
+            await notifier.committed(client: client, logger: logger)
+        }
+        return result
     }
 
     /// The stream's current version (0 when it has no event).

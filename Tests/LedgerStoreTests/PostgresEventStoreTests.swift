@@ -1,0 +1,219 @@
+import Foundation
+import LedgerDomain
+@testable import LedgerStore
+import PostgresNIO
+import Testing
+
+@Suite("Appending to the event log")
+struct PostgresEventStoreTests {
+    @Test("events appended to a stream are read back in order with versions 1, 2, 3")
+    func appendAndRead() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID.user(app: "com.example.app", user: "u1")
+            let first = try await store.append([try .purchase("1")], to: stream, expecting: .noStream)
+            let second = try await store.append([try .purchase("2"), try .purchase("3")], to: stream, expecting: .exactly(1))
+            #expect(first.outcomes == [.appended(position: first.position, streamVersion: 1)])
+            #expect(second.appendedCount == 2)
+
+            let events = try await store.readStream(stream, fromVersion: 1, limit: 100)
+            #expect(events.map(\.streamVersion) == [1, 2, 3])
+            #expect(events.map(\.position) == events.map(\.position).sorted())
+            #expect(events.last?.position == second.position)
+            #expect(events[1].deduplicationKey == "appstore/com.example.app/sandbox/payment/2")
+            #expect(events[0].type == "PurchaseRecorded.v1")
+            #expect(events[0].data.contains(#""transactionId": "1""#))
+            #expect(try await store.currentVersion(of: stream) == 3)
+        }
+    }
+
+    @Test("a wrong expected version is a conflict naming the stream, the expected and the actual version")
+    func wrongExpectedVersion() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/conflict")
+            _ = try await store.append([try .purchase("a", deduplicate: false)], to: stream, expecting: .noStream)
+
+            for expected in [ExpectedVersion.noStream, .exactly(5)] {
+                let error = try await #require(throws: StoreError.self) {
+                    try await store.append([try .purchase("b", deduplicate: false)], to: stream, expecting: expected)
+                }
+                #expect(error.code == .wrongExpectedVersion)
+                #expect(error.conflict == .init(streamID: "user/app/conflict", expected: expected.description, actual: 1))
+                #expect(error.message.contains("user/app/conflict"))
+            }
+            #expect(try await store.currentVersion(of: stream) == 1, "a refused append records nothing")
+        }
+    }
+
+    @Test("several events in one append are all recorded or none is")
+    func atomicBatch() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/atomic")
+            let good = try NewEvent.purchase("ok-1")
+            let clash = try NewEvent.purchase("ok-2")
+            _ = try await store.append([clash], to: try StreamID("user/app/other"), expecting: .any)
+            // An event id already in the log makes the whole batch fail.
+            let reused = try NewEvent(eventID: clash.eventID, type: clash.type, data: "{}")
+            await #expect(throws: StoreError.self) {
+                try await store.append([good, reused], to: stream, expecting: .noStream)
+            }
+            #expect(try await store.readStream(stream, fromVersion: 1, limit: 10).isEmpty)
+        }
+    }
+
+    @Test("64 concurrent appends of one transaction store one event; all learn its position, 63 hear duplicate")
+    func concurrentDuplicates() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID.user(app: "com.example.app", user: "dup")
+            let results = try await withThrowingTaskGroup(of: AppendResult.self) { group in
+                for _ in 0..<64 {
+                    group.addTask {
+                        try await store.append([try .purchase("1000000099")], to: stream, expecting: .any)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let events = try await store.readStream(stream, fromVersion: 1, limit: 100)
+            #expect(events.count == 1)
+            let stored = try #require(events.first)
+            #expect(results.filter(\.isDuplicate).count == 63)
+            #expect(results.filter { !$0.isDuplicate }.count == 1)
+            #expect(Set(results.map(\.position)) == [stored.position])
+            for case .duplicate(let reference) in results.flatMap(\.outcomes) {
+                #expect(reference.eventID == stored.eventID)
+                #expect(reference.streamVersion == 1)
+            }
+        }
+    }
+
+    @Test("a retried command whose events are recorded is a duplicate, not a version conflict")
+    func retryIsDuplicate() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/retry")
+            let first = try await store.append([try .purchase("t1"), try .purchase("t2")], to: stream, expecting: .noStream)
+            let retry = try await store.append([try .purchase("t1"), try .purchase("t2")], to: stream, expecting: .noStream)
+            #expect(retry.isDuplicate)
+            #expect(retry.position == first.position)
+
+            // Part new, part known: only the new one is appended, after the known ones.
+            let mixed = try await store.append([try .purchase("t2"), try .purchase("t3")], to: stream, expecting: .exactly(2))
+            guard case .duplicate = mixed.outcomes[0], case .appended(_, let version) = mixed.outcomes[1] else {
+                Issue.record("expected a duplicate then an append, got \(mixed.outcomes)")
+                return
+            }
+            #expect(version == 3)
+            #expect(try await store.currentVersion(of: stream) == 3)
+        }
+    }
+
+    @Test("the same transaction posted to another stream is reported as the stored event of the first")
+    func duplicateAcrossStreams() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let owner = try StreamID("user/app/owner")
+            let other = try StreamID("user/app/someone-else")
+            let first = try await store.append([try .purchase("shared")], to: owner, expecting: .any)
+            let second = try await store.append([try .purchase("shared")], to: other, expecting: .any)
+            guard case .duplicate(let stored) = second.outcomes[0] else {
+                Issue.record("expected a duplicate, got \(second.outcomes)")
+                return
+            }
+            #expect(stored.streamID == owner.rawValue)
+            #expect(stored.position == first.position)
+            #expect(try await store.readStream(other, fromVersion: 1, limit: 10).isEmpty)
+        }
+    }
+
+    @Test("under contention each version is won by exactly one writer; losers get conflicts; no gaps")
+    func expectedVersionContention() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/contended")
+            // 16 writers race 10 rounds each, always appending at the version they last read.
+            let outcomes = try await withThrowingTaskGroup(of: (wins: Int, conflicts: Int).self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        var wins = 0
+                        var conflicts = 0
+                        for _ in 0..<10 {
+                            let version = try await store.currentVersion(of: stream)
+                            do {
+                                _ = try await store.append([try .purchase(UUID().uuidString, deduplicate: false)], to: stream, expecting: .exactly(version))
+                                wins += 1
+                            } catch let error as StoreError where error.code == .wrongExpectedVersion {
+                                conflicts += 1
+                                #expect(error.conflict?.actual ?? 0 > version)
+                            }
+                        }
+                        return (wins, conflicts)
+                    }
+                }
+                return try await group.reduce(into: [(wins: Int, conflicts: Int)]()) { $0.append($1) }
+            }
+            let wins = outcomes.map(\.wins).reduce(0, +)
+            let conflicts = outcomes.map(\.conflicts).reduce(0, +)
+            #expect(wins + conflicts == 160)
+            #expect(conflicts > 0, "16 writers on one stream must collide")
+            let events = try await store.readStream(stream, fromVersion: 1, limit: 1_000)
+            #expect(events.map(\.streamVersion) == Array(1...Int64(wins)))
+        }
+    }
+
+    @Test("appends with `any` on a shared stream all land, each at its own version")
+    func anyVersionUnderContention() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/any")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for writer in 0..<16 {
+                    group.addTask {
+                        for round in 0..<5 {
+                            _ = try await store.append([try .purchase("\(writer)-\(round)")], to: stream, expecting: .any)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let events = try await store.readStream(stream, fromVersion: 1, limit: 1_000)
+            #expect(events.map(\.streamVersion) == Array(1...80))
+        }
+    }
+
+    @Test("bad input is refused with a message and records nothing")
+    func badInput() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let stream = try StreamID("user/app/bad")
+            let empty = try await #require(throws: StoreError.self) { try await store.append([], to: stream, expecting: .any) }
+            #expect(empty.code == .invalidInput)
+            let twice = try await #require(throws: StoreError.self) {
+                try await store.append([try .purchase("same"), try .purchase("same")], to: stream, expecting: .any)
+            }
+            #expect(twice.message.contains("appears twice"))
+            #expect(try await store.readStream(stream, fromVersion: 1, limit: 10).isEmpty)
+        }
+    }
+
+    @Test("ledger.append refuses to run after another write in the same transaction")
+    func appendMustComeFirst() async throws {
+        try await TestDatabase.withDatabase { _, settings in
+            try await TestDatabase.withConnection(settings) { connection in
+                try await connection.query("BEGIN", logger: TestDatabase.logger)
+                try await connection.query("CREATE TEMP TABLE scratch (x int)", logger: TestDatabase.logger)
+                try await connection.query("INSERT INTO scratch VALUES (1)", logger: TestDatabase.logger)
+                let error = try await #require(throws: PSQLError.self) {
+                    try await connection.query(
+                        "SELECT * FROM ledger.append('s', NULL, ARRAY[gen_random_uuid()], ARRAY['A.v1'], ARRAY['{}'], ARRAY['{}'], ARRAY[NULL::text])",
+                        logger: TestDatabase.logger
+                    ).collect()
+                }
+                #expect(error.serverInfo?[.sqlState] == "LW002")
+                try await connection.query("ROLLBACK", logger: TestDatabase.logger)
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import LedgerStore
+import Logging
+import PostgresNIO
+import Testing
+
+/// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` when set, otherwise the
+/// same managed local server the program uses (under the package's `.ledger/`).
+///
+/// Every test gets a database of its own, migrated, so tests run in parallel without sharing a
+/// log. There is no skipping: when no server can be had, the test fails and says why.
+enum TestDatabase {
+    static let logger: Logger = {
+        var logger = Logger(label: "ledger-tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["LEDGER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .warning
+        return logger
+    }()
+
+    /// The server, found or started once per test process.
+    private static let server = Task<DatabaseSettings, any Error> {
+        if let url = ProcessInfo.processInfo.environment["LEDGER_TEST_DATABASE_URL"], !url.isEmpty {
+            return try DatabaseSettings(url: url)
+        }
+        let packageRoot = URL(fileURLWithPath: #filePath)
+            .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        var environment = ProcessInfo.processInfo.environment
+        environment["LEDGER_HOME"] = environment["LEDGER_HOME"] ?? packageRoot.appendingPathComponent(".ledger").path
+        do {
+            return try await LocalPostgres(environment: environment).start(logger: logger)
+        } catch {
+            throw TestDatabaseUnavailable(reason: "\(error)")
+        }
+    }
+
+    struct TestDatabaseUnavailable: Error, CustomStringConvertible {
+        let reason: String
+        var description: String {
+            "integration tests need PostgreSQL and none could be started: \(reason). Install PostgreSQL server binaries (apt-get install postgresql-15) or set LEDGER_TEST_DATABASE_URL."
+        }
+    }
+
+    static func settings() async throws -> DatabaseSettings {
+        try await server.value
+    }
+
+    /// Runs `body` against a new, migrated database that is dropped afterwards.
+    static func withDatabase<Result: Sendable>(
+        _ name: String = #function,
+        migrate: Bool = true,
+        _ body: @Sendable (PostgresClient, DatabaseSettings) async throws -> Result
+    ) async throws -> Result {
+        let server = try await settings()
+        let slug = name.lowercased().filter { $0.isLetter || $0.isNumber }.prefix(30)
+        let database = "test_\(slug)_\(UInt32.random(in: 0...UInt32.max))"
+        try await LedgerDatabase.recreate(database: database, on: server, logger: logger)
+        let settings = server.with(database: database)
+        do {
+            let result = try await LedgerDatabase.withClient(settings, maximumConnections: 40, logger: logger) { client in
+                if migrate {
+                    try await Migrator.bundled().migrate(client, logger: logger)
+                }
+                return try await body(client, settings)
+            }
+            try? await LedgerDatabase.drop(database: database, on: server, logger: logger)
+            return result
+        } catch {
+            try? await LedgerDatabase.drop(database: database, on: server, logger: logger)
+            throw error
+        }
+    }
+
+    /// A connection of its own, for holding a transaction open or acting as another session.
+    static func withConnection<Result: Sendable>(
+        _ settings: DatabaseSettings,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let connection = try await PostgresConnection.connect(
+            configuration: settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
+        )
+        do {
+            let result = try await body(connection)
+            try await connection.close()
+            return result
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; a generous bound, not a speed claim.
+func eventually(
+    timeout: Duration = .seconds(30),
+    _ condition: @Sendable () async throws -> Bool
+) async throws -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    return try await condition()
+}
+
+extension NewEvent {
+    /// A small purchase-like event for tests.
+    static func purchase(_ transactionID: String, app: String = "com.example.app", deduplicate: Bool = true) throws -> NewEvent {
+        try NewEvent(
+            type: EventTypeName("PurchaseRecorded", version: 1),
+            data: #"{"transactionId":"\#(transactionID)","productId":"coins.100","quantity":1}"#,
+            metadata: #"{"requestId":"test"}"#,
+            deduplicationKey: deduplicate
+                ? .appStoreTransaction(app: app, environment: "sandbox", kind: "payment", transactionID: transactionID)
+                : nil
+        )
+    }
+}
+
+import LedgerDomain
