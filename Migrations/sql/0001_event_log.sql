@@ -68,6 +68,10 @@ $$;
 -- p_expected: NULL = any version, 0 = the stream must not exist yet, n > 0 = the
 -- stream must be exactly at version n.
 --
+-- Result: one row per duplicate (the stored event, duplicate = true) and, when
+-- anything was appended, one row with event_id NULL holding the first new position
+-- and version; the new events follow on consecutively, in the order given.
+--
 -- Deduplication: the unique constraint on dedup_key is the authority. The fast path
 -- (p_check_duplicates = false) just inserts; a key already recorded makes it fail with
 -- unique_violation on events_dedup_key_key, and the caller retries with
@@ -189,18 +193,17 @@ BEGIN
         v_hashes := array_append(v_hashes, v_hash);
     END LOOP;
 
-    RETURN QUERY
-        WITH inserted AS (
-            INSERT INTO ledger.events
-                (position, stream_id, stream_version, event_id, event_type, data, metadata,
-                 recorded_at, dedup_key, transaction_id, hash)
-            SELECT v_first + u.i - 1, p_stream_id, v_version + u.i, u.id, u.type, u.data, u.meta,
-                   v_now, u.key, v_xid, u.hash
-            FROM unnest(v_ids, v_types, v_datas, v_metas, v_keys, v_hashes) WITH ORDINALITY
-                 AS u(id, type, data, meta, key, hash, i)
-            RETURNING event_id, position, stream_version, dedup_key
-        )
-        SELECT i.event_id, i.position, p_stream_id, i.stream_version, false, i.dedup_key FROM inserted i;
+    INSERT INTO ledger.events
+        (position, stream_id, stream_version, event_id, event_type, data, metadata,
+         recorded_at, dedup_key, transaction_id, hash)
+    SELECT v_first + u.i - 1, p_stream_id, v_version + u.i, u.id, u.type, u.data, u.meta,
+           v_now, u.key, v_xid, u.hash
+    FROM unnest(v_ids, v_types, v_datas, v_metas, v_keys, v_hashes) WITH ORDINALITY
+         AS u(id, type, data, meta, key, hash, i);
+
+    -- The new events took consecutive positions and versions in the order given: one row
+    -- (event_id NULL) says where the run starts.
+    RETURN QUERY SELECT NULL::uuid, v_first, p_stream_id, v_version + 1, false, NULL::text;
 END
 $$;
 

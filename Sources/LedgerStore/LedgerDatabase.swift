@@ -21,7 +21,7 @@ public enum LedgerDatabase {
     ) async throws -> Result {
         var configuration = settings.clientConfiguration
         configuration.options.maximumConnections = maximumConnections
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger(logger))
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 await client.run()
@@ -36,6 +36,15 @@ public enum LedgerDatabase {
                 throw Self.explain(error, settings: settings)
             }
         }
+    }
+
+    /// The pool's own log: its connection-level chatter only when debugging. Failures still
+    /// reach the callers as thrown errors.
+    public static func backgroundLogger(_ logger: Logger) -> Logger {
+        var background = logger
+        background.logLevel = max(logger.logLevel, .error)
+        if logger.logLevel <= .debug { background.logLevel = logger.logLevel }
+        return background
     }
 
     /// Creates (or recreates) a database on the same server, e.g. a benchmark's scratch database.

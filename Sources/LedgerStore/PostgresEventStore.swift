@@ -97,26 +97,29 @@ public struct PostgresEventStore: EventStore {
             """,
             logger: logger
         ).collect()
-        var appended: [UUID: (Int64, Int64)] = [:]
+        var firstAppended: (position: Int64, version: Int64)?
         var duplicates: [String: AppendResult.EventReference] = [:]
         for row in rows {
             let (id, position, streamID, version, duplicate, key) = try row.decode(
-                (UUID, Int64, String, Int64, Bool, String?).self
+                (UUID?, Int64, String, Int64, Bool, String?).self
             )
-            if duplicate, let key {
+            if duplicate, let id, let key {
                 duplicates[key] = .init(eventID: id, position: position, streamID: streamID, streamVersion: version)
             } else {
-                appended[id] = (position, version)
+                firstAppended = (position, version)
             }
         }
+        // New events took consecutive positions and versions, in the order they were given.
+        var next = firstAppended
         let outcomes = try events.map { event -> AppendResult.Outcome in
             if let key = event.deduplicationKey?.rawValue, let stored = duplicates[key] {
                 return .duplicate(of: stored)
             }
-            guard let (position, version) = appended[event.eventID] else {
-                throw StoreError.integrity("ledger.append returned no row for event \(event.eventID)")
+            guard let current = next else {
+                throw StoreError.integrity("ledger.append reported no position for event \(event.eventID)")
             }
-            return .appended(position: position, streamVersion: version)
+            next = (current.position + 1, current.version + 1)
+            return .appended(position: current.position, streamVersion: current.version)
         }
         let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes)
         if result.appendedCount > 0 {

@@ -45,7 +45,7 @@ struct Serve: AsyncParsableCommand {
             "ledger.migrations.present": "\(report.alreadyApplied)",
         ])
 
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let store = PostgresEventStore(client: client, logger: logger)
         let server = LedgerServer(configuration: .init(host: host, port: port), store: store, logger: logger)
         let application = server.application(services: [client]) { boundPort in
