@@ -49,9 +49,7 @@ public enum LedgerDatabase {
 
     /// Creates (or recreates) a database on the same server, e.g. a benchmark's scratch database.
     public static func recreate(database name: String, on settings: DatabaseSettings, logger: Logger) async throws {
-        guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), !name.isEmpty else {
-            throw StoreError.invalidInput("database name '\(name)' may contain only letters, digits and '_'")
-        }
+        try requireSimpleName(name)
         try await withMaintenanceConnection(settings, logger: logger) { connection in
             try await connection.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
             try await connection.query("CREATE DATABASE \(unescaped: name)", logger: logger)
@@ -60,11 +58,18 @@ public enum LedgerDatabase {
 
     /// Drops a database if it exists.
     public static func drop(database name: String, on settings: DatabaseSettings, logger: Logger) async throws {
-        guard name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }), !name.isEmpty else {
-            throw StoreError.invalidInput("database name '\(name)' may contain only letters, digits and '_'")
-        }
+        try requireSimpleName(name)
         try await withMaintenanceConnection(settings, logger: logger) { connection in
             try await connection.query("DROP DATABASE IF EXISTS \(unescaped: name) WITH (FORCE)", logger: logger)
+        }
+    }
+
+    /// Database names are spliced into DDL (they cannot be bound), so only plain names pass.
+    private static func requireSimpleName(_ name: String) throws {
+        guard !name.isEmpty, name.utf8.count <= 63,
+              name.unicodeScalars.allSatisfy({ ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" })
+        else {
+            throw StoreError.invalidInput("database name '\(name)' may contain only lower-case letters, digits and '_' (at most 63)")
         }
     }
 

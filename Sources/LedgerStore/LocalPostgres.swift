@@ -194,39 +194,52 @@ public struct LocalPostgres: Sendable {
         return lines.count > 3 ? Int(lines[3].trimmingCharacters(in: .whitespaces)) : nil
     }
 
+    /// Runs a PostgreSQL program and waits for it. `posix_spawn` and `waitpid` rather than
+    /// Foundation's `Process`, whose exit monitoring can miss the exit of a program that leaves a
+    /// daemon behind (`pg_ctl start`) when no run loop is turning, as in a test runner.
     @discardableResult
     private func run(_ executable: URL, _ arguments: [String], asServerUser: Bool, what: String,
                      allowFailure: Bool = false) throws -> Int32 {
-        let process = Process()
-        if asServerUser, let user = serverUser {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", user, "--", executable.path] + arguments
+        let argv: [String] = if asServerUser, let user = serverUser {
+            ["/usr/sbin/runuser", "-u", user, "--", executable.path] + arguments
         } else {
-            process.executableURL = executable
-            process.arguments = arguments
+            [executable.path] + arguments
         }
-        // A file, not a pipe: `pg_ctl start` leaves postgres running with our output handles, and
-        // a pipe would then never reach end-of-file.
-        let outputFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-pg-\(UUID().uuidString).out")
-        FileManager.default.createFile(atPath: outputFile.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputFile) }
-        let output = try FileHandle(forWritingTo: outputFile)
-        defer { try? output.close() }
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw StoreError.localServer("\(what): could not run \(process.executableURL?.path ?? executable.path): \(error)")
+        // Output goes to a file, not a pipe: the server started by `pg_ctl start` keeps our
+        // output descriptors open, and a pipe would never reach end-of-file.
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ledger-pg-\(UUID().uuidString).out").path
+        defer { unlink(outputPath) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else {
+            throw StoreError.localServer("\(what): could not run \(argv[0]) (\(String(cString: strerror(spawned))))")
         }
-        process.waitUntilExit()
-        if process.terminationStatus != 0 && !allowFailure {
-            let printed = (try? String(contentsOf: outputFile, encoding: .utf8)) ?? ""
-            let text = printed.trimmingCharacters(in: .whitespacesAndNewlines)
-            throw StoreError.localServer("\(what) failed (exit \(process.terminationStatus)): \(text)")
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else {
+                throw StoreError.localServer("\(what): lost track of \(argv[0]) (\(String(cString: strerror(errno))))")
+            }
         }
-        return process.terminationStatus
+        // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
+        let exitCode: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if exitCode != 0 && !allowFailure {
+            let printed = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw StoreError.localServer(
+                "\(what) failed (exit \(exitCode)): \(printed.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
+        }
+        return exitCode
     }
 
     /// Gives the cluster's folder to the unprivileged server user when we run as root.

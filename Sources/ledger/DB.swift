@@ -62,7 +62,7 @@ struct DB: AsyncParsableCommand {
         func run() async throws {
             let local = LocalPostgres()
             guard let settings = try admin ? local.administratorSettings() : local.settings() else {
-                throw ValidationError("the local PostgreSQL has not been created yet: run `ledger db start` first")
+                throw CommandFailure(message: "the local PostgreSQL has not been created yet: run `ledger db start` first")
             }
             Output.line(settings.url(showingPassword: true))
         }

@@ -21,7 +21,7 @@ struct GlobalOptions: ParsableArguments {
     func makeLogger(label: String = "ledger") throws -> Logger {
         let text = logLevel ?? ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: text.lowercased()) else {
-            throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
+            throw CommandFailure(message: "log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
         }
         LoggingBootstrap.once(level: level)
         var logger = Logger(label: label)

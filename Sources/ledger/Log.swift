@@ -31,17 +31,20 @@ struct Log: AsyncParsableCommand {
         @Flag(help: "Keep printing new events as they are committed.")
         var follow = false
 
-        func run() async throws {
-            let logger = try options.makeLogger()
+        func validate() throws {
             guard from >= 1 else { throw ValidationError("--from must be a position of 1 or more") }
-            var stream: StreamID?
-            if let name = self.stream {
+            if let name = stream {
                 do {
-                    stream = try StreamID(name)
+                    _ = try StreamID(name)
                 } catch {
                     throw ValidationError(error.message)
                 }
             }
+        }
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let stream = try self.stream.map { try StreamID($0) }
             let settings = try await options.databaseSettings(logger: logger)
             let start = from - 1
             let only = stream
@@ -73,26 +76,26 @@ struct Log: AsyncParsableCommand {
 }
 
 extension RecordedEvent {
-    /// One JSON object per line; `data` and `metadata` are embedded as the JSON they are.
+    /// One JSON object per line, keys in a fixed order; `data` and `metadata` are embedded as
+    /// the JSON they are.
     var jsonLine: String {
-        struct Fields: Encodable {
-            let position: Int64
-            let streamId: String
-            let streamVersion: Int64
-            let eventId: String
-            let type: String
-            let recordedAt: String
-            let deduplicationKey: String?
-        }
+        let recorded = recordedAt.formatted(
+            .iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted)
+        )
+        var line = #"{"position":"# + String(position)
+        line += #","streamId":"# + Self.quoted(streamID)
+        line += #","streamVersion":"# + String(streamVersion)
+        line += #","eventId":"# + Self.quoted(eventID.uuidString.lowercased())
+        line += #","type":"# + Self.quoted(type)
+        line += #","recordedAt":"# + Self.quoted(recorded)
+        line += #","deduplicationKey":"# + (deduplicationKey.map(Self.quoted) ?? "null")
+        line += #","data":"# + data + #","metadata":"# + metadata + "}"
+        return line
+    }
+
+    private static func quoted(_ text: String) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.withoutEscapingSlashes]
-        let fields = Fields(
-            position: position, streamId: streamID, streamVersion: streamVersion,
-            eventId: eventID.uuidString.lowercased(), type: type,
-            recordedAt: recordedAt.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted)),
-            deduplicationKey: deduplicationKey
-        )
-        let head = (try? encoder.encode(fields)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-        return String(head.dropLast()) + #","data":"# + data + #","metadata":"# + metadata + "}"
+        return (try? encoder.encode(text)).map { String(decoding: $0, as: UTF8.self) } ?? "\"\""
     }
 }

@@ -30,7 +30,7 @@ struct Serve: AsyncParsableCommand {
         let host = host ?? environment["LEDGER_HOST"] ?? "127.0.0.1"
         let portText = port.map(String.init) ?? environment["LEDGER_PORT"] ?? "8080"
         guard let port = Int(portText), (0...65535).contains(port) else {
-            throw ValidationError("port '\(portText)' is not a number from 0 to 65535")
+            throw CommandFailure(message: "port '\(portText)' (from --port or LEDGER_PORT) is not a number from 0 to 65535")
         }
         let settings = try await options.databaseSettings(logger: logger)
         logger.info("configuration", metadata: [
