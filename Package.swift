@@ -86,6 +86,7 @@ let package = Package(
         .testTarget(
             name: "LedgerDomainTests",
             dependencies: ["LedgerDomain"],
+            resources: [.copy("Golden")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -7,6 +7,8 @@ public struct LedgerInputError: Error, Hashable, Sendable, CustomStringConvertib
         case invalidDeduplicationKey
         case repeatedDeduplicationKey
         case emptyAppend
+        case invalidDuration
+        case invalidProduct
     }
 
     private let code: Code
@@ -39,6 +41,14 @@ public struct LedgerInputError: Error, Hashable, Sendable, CustomStringConvertib
 
     public static var emptyAppend: Self {
         .init(.emptyAppend, "an append needs at least one event")
+    }
+
+    public static func invalidDuration(_ value: String) -> Self {
+        .init(.invalidDuration, "duration '\(value)' is not an ISO 8601 length such as P7D, P1M, P2M, P3M, P6M or P1Y")
+    }
+
+    public static func invalidProduct(_ message: String) -> Self {
+        .init(.invalidProduct, message)
     }
 
     public var description: String { message }

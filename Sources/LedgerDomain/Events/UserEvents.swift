@@ -1,0 +1,217 @@
+import Foundation
+
+// The facts recorded on a user's stream (`user/<bundle id>/<user id>`).
+
+/// The first time a device id was seen for the user.
+public struct DeviceRegistered: LedgerEvent {
+    public static let typeName = try! EventTypeName("DeviceRegistered", version: 1)
+    public let deviceId: String
+
+    public init(deviceId: String) {
+        self.deviceId = deviceId
+    }
+}
+
+/// A verified payment transaction, recorded the first time it was seen. Money was taken.
+public struct PurchaseRecorded: LedgerEvent {
+    public static let typeName = try! EventTypeName("PurchaseRecorded", version: 1)
+    public let transactionId: String
+    public let originalTransactionId: String
+    public let productId: String
+    /// As the catalog said when it was recorded; `unknown` when the catalog did not know it.
+    public let productType: ProductType
+    public let quantity: Int
+    public let purchaseDate: Date
+    /// Auto-renewable subscriptions only: when the period this payment bought ends.
+    public let expiresDate: Date?
+    public let environment: StoreEnvironment
+    public let deviceId: String
+    /// Decimal text and ISO 4217 code, as the device's product info said; absent when unknown.
+    public let price: String?
+    public let currency: String?
+    /// SHA-256 (hex) of the receipt the App Store verified.
+    public let receiptHash: String
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, productType: ProductType,
+        quantity: Int, purchaseDate: Date, expiresDate: Date? = nil, environment: StoreEnvironment,
+        deviceId: String, price: String? = nil, currency: String? = nil, receiptHash: String
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.productType = productType
+        self.quantity = quantity
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.environment = environment
+        self.deviceId = deviceId
+        self.price = price
+        self.currency = currency
+        self.receiptHash = receiptHash
+    }
+}
+
+/// An auto-renewable subscription renewed: a new transaction of the same original transaction.
+public struct SubscriptionRenewed: LedgerEvent {
+    public static let typeName = try! EventTypeName("SubscriptionRenewed", version: 1)
+    public let transactionId: String
+    public let originalTransactionId: String
+    public let productId: String
+    public let purchaseDate: Date
+    public let expiresDate: Date
+    public let environment: StoreEnvironment
+    public let price: String?
+    public let currency: String?
+    public let receiptHash: String
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, purchaseDate: Date,
+        expiresDate: Date, environment: StoreEnvironment, price: String? = nil, currency: String? = nil,
+        receiptHash: String
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.environment = environment
+        self.price = price
+        self.currency = currency
+        self.receiptHash = receiptHash
+    }
+}
+
+/// A StoreKit restore (or a re-purchase of something already owned): a new transaction id that
+/// points at the original purchase. It grants nothing new and is not money.
+public struct PurchaseRestored: LedgerEvent {
+    public static let typeName = try! EventTypeName("PurchaseRestored", version: 1)
+    public let transactionId: String
+    public let originalTransactionId: String
+    public let productId: String
+    public let deviceId: String
+    public let purchaseDate: Date
+    public let environment: StoreEnvironment
+    public let receiptHash: String
+
+    public init(
+        transactionId: String, originalTransactionId: String, productId: String, deviceId: String,
+        purchaseDate: Date, environment: StoreEnvironment, receiptHash: String
+    ) {
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.deviceId = deviceId
+        self.purchaseDate = purchaseDate
+        self.environment = environment
+        self.receiptHash = receiptHash
+    }
+}
+
+/// The device called finishTransaction after delivering the content.
+public struct TransactionFinished: LedgerEvent {
+    public static let typeName = try! EventTypeName("TransactionFinished", version: 1)
+    public let transactionId: String
+    public let deviceId: String
+
+    public init(transactionId: String, deviceId: String) {
+        self.transactionId = transactionId
+        self.deviceId = deviceId
+    }
+}
+
+/// A payment failed or was cancelled on the device. No money, no ownership; kept for support.
+public struct PurchaseFailed: LedgerEvent {
+    public static let typeName = try! EventTypeName("PurchaseFailed", version: 1)
+    public let productId: String
+    public let deviceId: String
+    public let errorCode: String
+    public let cancelled: Bool
+
+    public init(productId: String, deviceId: String, errorCode: String, cancelled: Bool) {
+        self.productId = productId
+        self.deviceId = deviceId
+        self.errorCode = errorCode
+        self.cancelled = cancelled
+    }
+}
+
+/// A refund or a cancellation by support: what the transaction gave is taken back.
+public struct PurchaseRevoked: LedgerEvent {
+    public static let typeName = try! EventTypeName("PurchaseRevoked", version: 1)
+    public let transactionId: String
+    public let revokedAt: Date
+    public let reason: String
+
+    public init(transactionId: String, revokedAt: Date, reason: String) {
+        self.transactionId = transactionId
+        self.revokedAt = revokedAt
+        self.reason = reason
+    }
+}
+
+/// The app used up some of a consumable.
+public struct ItemConsumed: LedgerEvent {
+    public static let typeName = try! EventTypeName("ItemConsumed", version: 1)
+    public let productId: String
+    public let quantity: Int
+    public let deviceId: String
+
+    public init(productId: String, quantity: Int, deviceId: String) {
+        self.productId = productId
+        self.quantity = quantity
+        self.deviceId = deviceId
+    }
+}
+
+/// The ledger restored the user's non-renewing subscription periods to a device (the App Store
+/// does not restore them itself).
+public struct SubscriptionRestoredToDevice: LedgerEvent {
+    public static let typeName = try! EventTypeName("SubscriptionRestoredToDevice", version: 1)
+    public let deviceId: String
+    public let transactionIds: [String]
+
+    public init(deviceId: String, transactionIds: [String]) {
+        self.deviceId = deviceId
+        self.transactionIds = transactionIds
+    }
+}
+
+/// Any event of a user's stream, decoded from the log.
+public enum UserEvent: Hashable, Sendable {
+    case deviceRegistered(DeviceRegistered)
+    case purchaseRecorded(PurchaseRecorded)
+    case subscriptionRenewed(SubscriptionRenewed)
+    case purchaseRestored(PurchaseRestored)
+    case transactionFinished(TransactionFinished)
+    case purchaseFailed(PurchaseFailed)
+    case purchaseRevoked(PurchaseRevoked)
+    case itemConsumed(ItemConsumed)
+    case subscriptionRestoredToDevice(SubscriptionRestoredToDevice)
+
+    /// Decodes by stored type name; an unknown name is an error, never silently skipped.
+    public init(type: String, data: String) throws {
+        switch type {
+        case DeviceRegistered.typeName.stored: self = .deviceRegistered(try LedgerJSON.decode(DeviceRegistered.self, from: data))
+        case PurchaseRecorded.typeName.stored: self = .purchaseRecorded(try LedgerJSON.decode(PurchaseRecorded.self, from: data))
+        case SubscriptionRenewed.typeName.stored: self = .subscriptionRenewed(try LedgerJSON.decode(SubscriptionRenewed.self, from: data))
+        case PurchaseRestored.typeName.stored: self = .purchaseRestored(try LedgerJSON.decode(PurchaseRestored.self, from: data))
+        case TransactionFinished.typeName.stored: self = .transactionFinished(try LedgerJSON.decode(TransactionFinished.self, from: data))
+        case PurchaseFailed.typeName.stored: self = .purchaseFailed(try LedgerJSON.decode(PurchaseFailed.self, from: data))
+        case PurchaseRevoked.typeName.stored: self = .purchaseRevoked(try LedgerJSON.decode(PurchaseRevoked.self, from: data))
+        case ItemConsumed.typeName.stored: self = .itemConsumed(try LedgerJSON.decode(ItemConsumed.self, from: data))
+        case SubscriptionRestoredToDevice.typeName.stored:
+            self = .subscriptionRestoredToDevice(try LedgerJSON.decode(SubscriptionRestoredToDevice.self, from: data))
+        default:
+            throw UnknownEventType(type: type)
+        }
+    }
+}
+
+/// A stored event type this code does not know: a projection stops on it rather than skip it.
+public struct UnknownEventType: Error, Hashable, Sendable, CustomStringConvertible {
+    public let type: String
+    public var description: String {
+        "event type '\(type)' is not known to this version of the ledger: upgrade it before replaying this log"
+    }
+}

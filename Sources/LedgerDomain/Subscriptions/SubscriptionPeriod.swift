@@ -1,0 +1,70 @@
+import Foundation
+
+/// A stretch of time a user paid a subscription for: `[start, end)`.
+public struct SubscriptionPeriod: Hashable, Sendable, Codable {
+    public let transactionId: String
+    public let productId: String
+    public let group: String
+    public let start: Date
+    public let end: Date
+
+    public init(transactionId: String, productId: String, group: String, start: Date, end: Date) {
+        self.transactionId = transactionId
+        self.productId = productId
+        self.group = group
+        self.start = start
+        self.end = end
+    }
+
+    /// Active at `instant`: answered at read time, never stored as a flag that goes stale.
+    public func isActive(at instant: Date) -> Bool {
+        start <= instant && instant < end
+    }
+}
+
+/// One purchase of a non-renewing subscription, as the stacking needs it.
+public struct NonRenewingPurchase: Hashable, Sendable {
+    public let transactionId: String
+    public let productId: String
+    public let group: String
+    public let purchaseDate: Date
+    public let duration: ISODuration
+
+    public init(transactionId: String, productId: String, group: String, purchaseDate: Date, duration: ISODuration) {
+        self.transactionId = transactionId
+        self.productId = productId
+        self.group = group
+        self.purchaseDate = purchaseDate
+        self.duration = duration
+    }
+}
+
+/// The periods non-renewing purchases give.
+///
+/// Within a subscription group, purchases stack in purchase order: each starts at the later of
+/// its purchase date and the end of the group's previous period, and lasts its duration. Revoked
+/// purchases are left out before stacking, so the periods after a refunded one move up. The result
+/// depends only on the set of purchases, not on the order they arrive in.
+public enum NonRenewingSchedule {
+    public static func periods(
+        of purchases: some Sequence<NonRenewingPurchase>,
+        revoked: Set<String> = []
+    ) -> [SubscriptionPeriod] {
+        let live = purchases
+            .filter { !revoked.contains($0.transactionId) }
+            .sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        var groupEnds: [String: Date] = [:]
+        var periods: [SubscriptionPeriod] = []
+        var seen = Set<String>()
+        for purchase in live where seen.insert(purchase.transactionId).inserted {
+            let start = max(purchase.purchaseDate, groupEnds[purchase.group] ?? purchase.purchaseDate)
+            let end = purchase.duration.added(to: start)
+            groupEnds[purchase.group] = end
+            periods.append(SubscriptionPeriod(
+                transactionId: purchase.transactionId, productId: purchase.productId,
+                group: purchase.group, start: start, end: end
+            ))
+        }
+        return periods
+    }
+}

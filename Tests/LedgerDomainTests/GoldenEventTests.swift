@@ -1,0 +1,81 @@
+import Foundation
+import LedgerDomain
+import Testing
+
+/// One sample of every event type, and the JSON it is stored as.
+struct GoldenSample: Sendable, CustomStringConvertible {
+    let typeName: EventTypeName
+    let encode: @Sendable () throws -> String
+    let roundTrips: @Sendable (String) throws -> Bool
+
+    init<Event: LedgerEvent>(_ event: Event) {
+        typeName = Event.typeName
+        encode = { try LedgerJSON.encode(event) }
+        roundTrips = { try LedgerJSON.decode(Event.self, from: $0) == event }
+    }
+
+    var description: String { typeName.stored }
+
+    static let all: [GoldenSample] = {
+        let purchased = utc("2013-01-01T00:00:00.000Z")
+        return [
+            GoldenSample(ProductDefined(product: try! Product(
+                productId: "com.example.app.gold.month", type: .nonRenewing, duration: try! ISODuration(parsing: "P1M"),
+                subscriptionGroup: "gold", referenceName: "Gold, one month", prices: ["EUR": "4.49", "USD": "4.99"]
+            ))),
+            GoldenSample(DeviceRegistered(deviceId: "9A1F-device")),
+            GoldenSample(PurchaseRecorded(
+                transactionId: "1000000012345678", originalTransactionId: "1000000012345678",
+                productId: "com.example.app.coins.100", productType: .consumable, quantity: 2, purchaseDate: purchased,
+                environment: .production, deviceId: "9A1F-device", price: "0.99", currency: "USD",
+                receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            )),
+            GoldenSample(SubscriptionRenewed(
+                transactionId: "1000000012349999", originalTransactionId: "1000000012345000",
+                productId: "com.example.app.pro.monthly", purchaseDate: purchased,
+                expiresDate: utc("2013-02-01T00:00:00.000Z"), environment: .sandbox,
+                receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            )),
+            GoldenSample(PurchaseRestored(
+                transactionId: "1000000012350000", originalTransactionId: "1000000012345678",
+                productId: "com.example.app.levels", deviceId: "second-device", purchaseDate: purchased,
+                environment: .production, receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+            )),
+            GoldenSample(TransactionFinished(transactionId: "1000000012345678", deviceId: "9A1F-device")),
+            GoldenSample(PurchaseFailed(productId: "com.example.app.coins.100", deviceId: "9A1F-device", errorCode: "SKErrorPaymentCancelled", cancelled: true)),
+            GoldenSample(PurchaseRevoked(transactionId: "1000000012345678", revokedAt: utc("2013-01-05T16:30:00.250Z"), reason: "refunded by Apple (cancellation_date)")),
+            GoldenSample(ItemConsumed(productId: "com.example.app.coins.100", quantity: 1, deviceId: "9A1F-device")),
+            GoldenSample(SubscriptionRestoredToDevice(deviceId: "second-device", transactionIds: ["1000000012345700", "1000000012345800"])),
+        ]
+    }()
+}
+
+@Suite("Stored event JSON is pinned by golden files")
+struct GoldenEventTests {
+    static func golden(_ name: String) throws -> String {
+        let url = try #require(Bundle.module.url(forResource: name, withExtension: "json", subdirectory: "Golden"),
+                               "missing golden file Golden/\(name).json")
+        return try String(contentsOf: url, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("each event type encodes to exactly its golden JSON and decodes back", arguments: GoldenSample.all)
+    func golden(_ sample: GoldenSample) throws {
+        let stored = try Self.golden(sample.typeName.stored)
+        #expect(try sample.encode() == stored, "changing stored JSON needs a new event version, not an edit")
+        #expect(try sample.roundTrips(stored))
+    }
+
+    @Test("every user event type decodes through UserEvent by its stored name")
+    func userEventDecoding() throws {
+        for sample in GoldenSample.all where sample.typeName.name != "ProductDefined" {
+            #expect(throws: Never.self) { try UserEvent(type: sample.typeName.stored, data: try sample.encode()) }
+        }
+        #expect(throws: UnknownEventType.self) { try UserEvent(type: "PurchaseRecorded.v9", data: "{}") }
+    }
+
+    @Test("timestamps are UTC with milliseconds")
+    func timestamps() {
+        #expect(LedgerJSON.formatTimestamp(Date(timeIntervalSince1970: 1_356_998_400.123_4)) == "2013-01-01T00:00:00.123Z")
+        #expect(LedgerJSON.parseTimestamp("2013-01-01T00:00:00Z") == Date(timeIntervalSince1970: 1_356_998_400))
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+import LedgerDomain
+import Testing
+
+@Suite("Non-renewing subscription periods stack per group")
+struct NonRenewingScheduleTests {
+    let month = try! ISODuration(parsing: "P1M")
+    let week = try! ISODuration(parsing: "P7D")
+
+    func purchase(_ id: String, _ date: String, product: String = "gold.month", group: String = "gold", duration: ISODuration? = nil) -> NonRenewingPurchase {
+        NonRenewingPurchase(transactionId: id, productId: product, group: group, purchaseDate: utc(date), duration: duration ?? month)
+    }
+
+    @Test("a second purchase starts where the first ends, even when bought early")
+    func stacking() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2025-01-31T09:00:00.000Z"),
+            purchase("t2", "2025-02-10T09:00:00.000Z"),
+        ])
+        #expect(periods.map(\.start) == [utc("2025-01-31T09:00:00.000Z"), utc("2025-02-28T09:00:00.000Z")])
+        #expect(periods.map(\.end) == [utc("2025-02-28T09:00:00.000Z"), utc("2025-03-28T09:00:00.000Z")])
+    }
+
+    @Test("a purchase after the group's last period ended starts at its purchase date")
+    func gap() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2025-01-01T00:00:00.000Z"),
+            purchase("t2", "2025-06-15T00:00:00.000Z"),
+        ])
+        #expect(periods[1].start == utc("2025-06-15T00:00:00.000Z"))
+    }
+
+    @Test("products of one group stack together; other groups do not interfere")
+    func groups() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2025-03-01T00:00:00.000Z", product: "gold.month"),
+            purchase("t2", "2025-03-02T00:00:00.000Z", product: "gold.week", duration: week),
+            purchase("t3", "2025-03-03T00:00:00.000Z", product: "silver.month", group: "silver"),
+        ])
+        let byID = Dictionary(uniqueKeysWithValues: periods.map { ($0.transactionId, $0) })
+        #expect(byID["t2"]?.start == utc("2025-04-01T00:00:00.000Z"))
+        #expect(byID["t2"]?.end == utc("2025-04-08T00:00:00.000Z"))
+        #expect(byID["t3"]?.start == utc("2025-03-03T00:00:00.000Z"))
+    }
+
+    @Test("revoking a purchase in the middle of a stack moves the later periods up")
+    func revocationRestacks() {
+        let purchases = [
+            purchase("t1", "2025-01-01T00:00:00.000Z"),
+            purchase("t2", "2025-01-02T00:00:00.000Z"),
+            purchase("t3", "2025-01-03T00:00:00.000Z"),
+        ]
+        let periods = NonRenewingSchedule.periods(of: purchases, revoked: ["t2"])
+        #expect(periods.map(\.transactionId) == ["t1", "t3"])
+        #expect(periods[1].start == utc("2025-02-01T00:00:00.000Z"))
+        #expect(periods[1].end == utc("2025-03-01T00:00:00.000Z"))
+    }
+
+    @Test("activity is answered at read time from the stored ends")
+    func activeAt() {
+        let period = NonRenewingSchedule.periods(of: [purchase("t1", "2025-01-01T00:00:00.000Z")])[0]
+        #expect(period.isActive(at: utc("2025-01-15T00:00:00.000Z")))
+        #expect(!period.isActive(at: utc("2025-02-01T00:00:00.000Z")), "the end is exclusive")
+        #expect(!period.isActive(at: utc("2024-12-31T23:59:59.000Z")))
+    }
+
+    @Test("any arrival order, with any purchase repeated, gives the same periods", arguments: 0..<25)
+    func orderIndependence(seed: Int) {
+        var generator = SeededGenerator(seed: UInt64(seed))
+        let purchases = (0..<12).map { index in
+            purchase(
+                "t\(index)",
+                LedgerJSON.formatTimestamp(Date(timeIntervalSince1970: 1_735_689_600 + Double(Int.random(in: 0..<90, using: &generator)) * 86_400)),
+                product: index % 3 == 0 ? "gold.week" : "gold.month",
+                group: index % 4 == 0 ? "silver" : "gold",
+                duration: index % 3 == 0 ? week : month
+            )
+        }
+        let revoked: Set<String> = ["t\(Int.random(in: 0..<12, using: &generator))"]
+        let expected = NonRenewingSchedule.periods(of: purchases, revoked: revoked)
+        let shuffled = (purchases + purchases.prefix(4)).shuffled(using: &generator)
+        #expect(NonRenewingSchedule.periods(of: shuffled, revoked: revoked) == expected)
+        // Periods of one group never overlap.
+        for group in Set(expected.map(\.group)) {
+            let inGroup = expected.filter { $0.group == group }
+            for (earlier, later) in zip(inGroup, inGroup.dropFirst()) {
+                #expect(earlier.end <= later.start)
+            }
+        }
+    }
+}
+
+/// A small deterministic generator, so a failing seed can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
