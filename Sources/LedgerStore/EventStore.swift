@@ -12,4 +12,7 @@ public protocol EventStore: Sendable {
     /// Committed events after `position`, in position order, never past a position whose
     /// predecessors might still commit (the gap guard).
     func readAll(after position: Int64, stream: StreamID?, limit: Int) async throws -> [RecordedEvent]
+
+    /// Where each of these deduplication keys is recorded, for those that are.
+    func recorded(_ keys: [DeduplicationKey]) async throws -> [DeduplicationKey: AppendResult.EventReference]
 }

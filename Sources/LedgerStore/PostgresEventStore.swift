@@ -128,6 +128,23 @@ public struct PostgresEventStore: EventStore {
         return result
     }
 
+    /// Where each of these keys is recorded, for the keys that are.
+    public func recorded(_ keys: [DeduplicationKey]) async throws -> [DeduplicationKey: AppendResult.EventReference] {
+        guard !keys.isEmpty else { return [:] }
+        let rows = try await client.query(
+            """
+            SELECT dedup_key, event_id, "position", stream_id, stream_version FROM ledger.events
+            WHERE dedup_key = ANY(\(keys.map(\.rawValue)))
+            """,
+            logger: logger
+        )
+        var found: [DeduplicationKey: AppendResult.EventReference] = [:]
+        for try await (key, id, position, stream, version) in rows.decode((String, UUID, Int64, String, Int64).self) {
+            found[try DeduplicationKey(rawValue: key)] = .init(eventID: id, position: position, streamID: stream, streamVersion: version)
+        }
+        return found
+    }
+
     /// The stream's current version (0 when it has no event).
     public func currentVersion(of stream: StreamID) async throws -> Int64 {
         let rows = try await client.query(

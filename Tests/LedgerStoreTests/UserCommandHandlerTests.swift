@@ -1,0 +1,118 @@
+import Foundation
+import LedgerDomain
+@testable import LedgerStore
+import PostgresNIO
+import Testing
+
+@Suite("Commands decide on the user's stream and never double-count")
+struct UserCommandHandlerTests {
+    static let app = "com.example.app"
+
+    static func coins(_ id: String, quantity: Int = 1) -> VerifiedTransaction {
+        VerifiedTransaction(
+            kind: .purchase, transactionId: id, originalTransactionId: id, productId: "coins", quantity: quantity,
+            purchaseDate: Date(timeIntervalSince1970: 1_735_689_600), environment: .production
+        )
+    }
+
+    func handler(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
+        let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
+        try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
+        return handler
+    }
+
+    func postReceipt(_ handler: UserCommandHandler<PostgresEventStore>, user: String, _ transactions: [VerifiedTransaction]) async throws
+        -> UserCommandHandler<PostgresEventStore>.Outcome<[String]> {
+        try await handler.execute(app: Self.app, user: user) { state, catalog in
+            let decision = try UserDecisions.recordReceipt(
+                transactions, app: Self.app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
+            )
+            return (decision.events, decision.duplicates)
+        }
+    }
+
+    @Test("20 concurrent consumptions of a balance of 10: exactly 10 succeed, the rest are refused with the balance")
+    func concurrentConsumption() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            _ = try await postReceipt(handler, user: "u1", [Self.coins("1", quantity: 10)])
+            let results = await withTaskGroup(of: Result<Void, any Error>.self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        do {
+                            _ = try await handler.execute(app: Self.app, user: "u1") { state, catalog in
+                                (try UserDecisions.consume(productId: "coins", quantity: 1, deviceId: "phone", catalog: catalog, on: state), ())
+                            }
+                            return .success(())
+                        } catch {
+                            return .failure(error)
+                        }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            let succeeded = results.filter { if case .success = $0 { true } else { false } }.count
+            #expect(succeeded == 10)
+            for case .failure(let error) in results {
+                #expect((error as? DecisionError)?.code == .insufficientBalance)
+                #expect((error as? DecisionError)?.balance == 0)
+            }
+            let state = try await handler.state(app: Self.app, user: "u1")
+            #expect(state.balance(of: "coins") == 0)
+        }
+    }
+
+    @Test("the same receipt posted 50 times at once is recorded once")
+    func concurrentReceipts() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<50 {
+                    group.addTask { _ = try await postReceipt(handler, user: "u2", [Self.coins("77", quantity: 5)]) }
+                }
+                try await group.waitForAll()
+            }
+            let events = try await PostgresEventStore(client: client, logger: TestDatabase.logger)
+                .readStream(StreamID.user(app: Self.app, user: "u2"), fromVersion: 1, limit: 100)
+            #expect(events.map(\.type) == ["DeviceRegistered.v1", "PurchaseRecorded.v1"])
+            #expect(try await handler.state(app: Self.app, user: "u2").balance(of: "coins") == 5)
+        }
+    }
+
+    @Test("a transaction another user recorded is refused and records nothing for this user")
+    func ownedByAnotherUser() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            let first = try await postReceipt(handler, user: "alice", [Self.coins("500")])
+            let error = try await #require(throws: CommandError.self) {
+                _ = try await postReceipt(handler, user: "mallory", [Self.coins("500")])
+            }
+            #expect(error.code == .ownedByAnotherUser)
+            #expect(error.position == first.append?.position)
+            #expect(!error.message.contains("alice"))
+            #expect(try await handler.state(app: Self.app, user: "mallory").version == 0)
+        }
+    }
+
+    @Test("a product unknown when bought is recorded as unknown; the catalog as of a position is what it was then")
+    func catalogAsOf() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            let outcome = try await handler.execute(app: Self.app, user: "u3") { state, catalog in
+                let decision = try UserDecisions.recordReceipt(
+                    [VerifiedTransaction(kind: .purchase, transactionId: "900", originalTransactionId: "900", productId: "gems",
+                                         quantity: 1, purchaseDate: Date(), environment: .sandbox)],
+                    app: Self.app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
+                )
+                return (decision.events, ())
+            }
+            #expect(outcome.state.transactions["900"]?.productType == .unknown)
+            let before = try #require(outcome.append?.position)
+            try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app)
+            #expect(try await handler.loadCatalog(app: Self.app, upToPosition: before).type(of: "gems") == .unknown)
+            #expect(try await handler.loadCatalog(app: Self.app).type(of: "gems") == .consumable)
+            // Defining it again unchanged records nothing.
+            #expect(try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app) == nil)
+        }
+    }
+}
