@@ -45,6 +45,7 @@ let package = Package(
             dependencies: [
                 "LedgerDomain",
                 "LedgerMigrations",
+                "LedgerProjections",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -94,6 +95,7 @@ let package = Package(
             dependencies: [
                 "LedgerStore",
                 "LedgerDomain",
+                "LedgerProjections",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],

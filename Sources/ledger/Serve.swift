@@ -48,7 +48,10 @@ struct Serve: AsyncParsableCommand {
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let store = PostgresEventStore(client: client, logger: logger)
         let server = LedgerServer(configuration: .init(host: host, port: port), store: store, logger: logger)
-        let application = server.application(services: [client]) { boundPort in
+        let projections = ProjectionRunner(
+            client: client, listenConfiguration: settings.connectionConfiguration, logger: logger
+        )
+        let application = server.application(services: [client, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(host):\(boundPort)"])
         }
         let group = ServiceGroup(configuration: .init(

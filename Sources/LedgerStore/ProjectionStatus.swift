@@ -1,0 +1,42 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// What `ledger projections status` shows for one projection version.
+public struct ProjectionStatus: Sendable, Hashable {
+    public let name: String
+    public let version: Int
+    public let status: String
+    public let position: Int64
+    /// Events in the log after the checkpoint.
+    public let lagEvents: Int64
+    /// Age of the oldest event not yet applied, in seconds (0 when caught up).
+    public let lagSeconds: Double
+    public let error: String?
+    public let errorPosition: Int64?
+
+    /// Every projection version the database knows, live ones first.
+    public static func all(_ client: PostgresClient, logger: Logger) async throws -> [ProjectionStatus] {
+        let rows = try await client.query(
+            """
+            SELECT p.name, p.version, p.status, p.position,
+                   (SELECT count(*) FROM ledger.events e WHERE e.position > p.position),
+                   coalesce(extract(epoch FROM now() - (SELECT min(e.recorded_at) FROM ledger.events e WHERE e.position > p.position))::float8, 0),
+                   p.error, p.error_position
+            FROM ledger.projections p
+            ORDER BY p.name, (p.status = 'live') DESC, p.version DESC
+            """,
+            logger: logger
+        )
+        var result: [ProjectionStatus] = []
+        for try await (name, version, status, position, lag, seconds, error, errorPosition) in rows.decode(
+            (String, Int, String, Int64, Int64, Double, String?, Int64?).self
+        ) {
+            result.append(ProjectionStatus(
+                name: name, version: version, status: status, position: position, lagEvents: lag,
+                lagSeconds: seconds, error: error, errorPosition: errorPosition
+            ))
+        }
+        return result
+    }
+}

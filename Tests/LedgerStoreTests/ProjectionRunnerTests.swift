@@ -1,0 +1,185 @@
+import Foundation
+import LedgerDomain
+import LedgerProjections
+@testable import LedgerStore
+import PostgresNIO
+import Testing
+
+@Suite("Projections follow the log and survive being stopped at any moment")
+struct ProjectionRunnerTests {
+    static let app = "com.example.app"
+
+    /// A history across many users: purchases, consumption, a refund, non-renewing stacks.
+    static func seed(_ client: PostgresClient, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
+        let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
+        try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
+        try await handler.defineProduct(try Product(productId: "levels", type: .nonConsumable), app: app)
+        try await handler.defineProduct(try Product(productId: "gold.month", type: .nonRenewing, duration: ISODuration(parsing: "P1M"), subscriptionGroup: "gold"), app: app)
+        for index in 0..<users {
+            let user = "u\(index)"
+            let base = 1_735_689_600 + Double(index) * 3_600
+            func purchase(_ suffix: String, _ product: String, quantity: Int = 1, offset: Double = 0) -> VerifiedTransaction {
+                VerifiedTransaction(kind: .purchase, transactionId: "\(index)-\(suffix)", originalTransactionId: "\(index)-\(suffix)",
+                                    productId: product, quantity: quantity, purchaseDate: Date(timeIntervalSince1970: base + offset),
+                                    environment: .production)
+            }
+            _ = try await handler.execute(app: app, user: user) { state, catalog in
+                let decision = try UserDecisions.recordReceipt(
+                    [purchase("c", "coins", quantity: 5), purchase("l", "levels"), purchase("g1", "gold.month"), purchase("g2", "gold.month", offset: 60)],
+                    app: app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
+                )
+                return (decision.events, ())
+            }
+            _ = try await handler.execute(app: app, user: user) { state, catalog in
+                (try UserDecisions.consume(productId: "coins", quantity: 2, deviceId: "phone", catalog: catalog, on: state), ())
+            }
+            if index % 3 == 0 {
+                _ = try await handler.execute(app: app, user: user) { state, _ in
+                    (try UserDecisions.revoke(transactionId: "\(index)-g1", revokedAt: Date(timeIntervalSince1970: base + 120), reason: "refund", on: state), ())
+                }
+            }
+        }
+        return handler
+    }
+
+    /// The rows a rebuild from scratch gives, straight from the pure projection.
+    static func expectedRows(_ projection: any UserProjection.Type, _ handler: UserCommandHandler<PostgresEventStore>, users: Int) async throws -> Set<[String?]> {
+        let catalog = try await handler.loadCatalog(app: app)
+        var rows = Set<[String?]>()
+        for index in 0..<users {
+            let state = try await handler.state(app: app, user: "u\(index)")
+            for row in projection.rows(app: app, user: "u\(index)", state: state, catalog: catalog) {
+                rows.insert([app, "u\(index)"] + row)
+            }
+        }
+        return rows
+    }
+
+    static func tableRows(_ projection: any UserProjection.Type, _ client: PostgresClient, view: Bool = true) async throws -> Set<[String?]> {
+        // Timestamps as the projection writes them, so both sides compare as text.
+        let select = (["app", "user_id"] + projection.columns.map(\.name)).map { name -> String in
+            projection.columns.first { $0.name == name }?.type.hasPrefix("timestamptz") == true
+                ? "to_char(\(name) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+                : "\(name)::text"
+        }.joined(separator: ", ")
+        let table = view ? projection.name : projection.tableName
+        let rows = try await client.query(
+            PostgresQuery(unsafeSQL: "SELECT array_to_string(array[\(select)], E'\\x1f', '<NULL>') FROM ledger.\(table)"),
+            logger: TestDatabase.logger
+        ).collect()
+        return Set(try rows.map { row in
+            try row.decode(String.self).split(separator: "\u{1f}", omittingEmptySubsequences: false)
+                .map { $0 == "<NULL>" ? nil : String($0) }
+        })
+    }
+
+    static func checkpoint(_ projection: any UserProjection.Type, _ client: PostgresClient) async throws -> (Int64, String, String?) {
+        let rows = try await client.query(
+            "SELECT position, status, error FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
+            logger: TestDatabase.logger
+        ).collect()
+        guard let row = rows.first else { return (-1, "absent", nil) }
+        return try row.decode((Int64, String, String?).self)
+    }
+
+    static func runUntil(_ runner: ProjectionRunner, _ condition: @escaping @Sendable () async throws -> Bool) async throws -> Bool {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await runner.run() }
+            let reached = try await eventually(condition)
+            group.cancelAll()
+            return reached
+        }
+    }
+
+    @Test("ownership and balances match a rebuild from the pure folds; views point at the live version")
+    func rowsMatchFolds() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = try await Self.seed(client, users: 12)
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                          batchSize: 25, pollInterval: .milliseconds(100), logger: TestDatabase.logger)
+            #expect(try await Self.runUntil(runner) {
+                let ownership = try await Self.checkpoint(OwnershipProjection.self, client).0
+                let balances = try await Self.checkpoint(ConsumableBalancesProjection.self, client).0
+                return ownership >= head && balances >= head
+            })
+            for projection in Projections.all {
+                let expected = try await Self.expectedRows(projection, handler, users: 12)
+                #expect(try await Self.tableRows(projection, client) == expected, "\(projection.name)")
+                #expect(try await Self.checkpoint(projection, client).1 == "live")
+            }
+            let balances = try await client.query(
+                "SELECT DISTINCT balance, overdrawn FROM ledger.consumable_balances", logger: TestDatabase.logger
+            ).collect()
+            #expect(try balances.map { try $0.decode((Int64, Bool).self) }.map(\.0) == [Int64(3)])
+            // Users with index % 3 == 0 had their first month refunded: one period left.
+            let gold = try await client.query(
+                "SELECT expires_at - owned_since FROM ledger.ownership WHERE user_id = 'u0' AND product_id = 'gold.month'",
+                logger: TestDatabase.logger
+            ).collect()
+            #expect(gold.count == 1)
+        }
+    }
+
+    @Test("a runner stopped mid-way resumes to exactly the rows a clean rebuild gives")
+    func resumeAfterStop() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = try await Self.seed(client, users: 20)
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            let make = {
+                ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                 projections: [ConsumableBalancesProjection.self], batchSize: 7,
+                                 pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            }
+            // Stop it as soon as it has applied something, well before the head.
+            #expect(try await Self.runUntil(make()) {
+                try await Self.checkpoint(ConsumableBalancesProjection.self, client).0 > 0
+            })
+            let stoppedAt = try await Self.checkpoint(ConsumableBalancesProjection.self, client).0
+            #expect(stoppedAt < head)
+            // More history arrives while it is down.
+            _ = try await handler.execute(app: Self.app, user: "u1") { state, catalog in
+                (try UserDecisions.consume(productId: "coins", quantity: 3, deviceId: "phone", catalog: catalog, on: state), ())
+            }
+            let newHead = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            #expect(try await Self.runUntil(make()) {
+                try await Self.checkpoint(ConsumableBalancesProjection.self, client).0 >= newHead
+            })
+            let expected = try await Self.expectedRows(ConsumableBalancesProjection.self, handler, users: 20)
+            #expect(try await Self.tableRows(ConsumableBalancesProjection.self, client) == expected)
+        }
+    }
+
+    @Test("an event this code cannot read stops the projection at its position; nothing is skipped")
+    func unknownEventStops() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let handler = try await Self.seed(client, users: 2)
+            _ = handler
+            let odd = try await store.append(
+                [try NewEvent(type: EventTypeName("GiftCardRedeemed", version: 1), data: #"{"amount":"10"}"#)],
+                to: StreamID.user(app: Self.app, user: "u0"), expecting: .any
+            )
+            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                          batchSize: 1, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            #expect(try await Self.runUntil(runner) {
+                try await Self.checkpoint(OwnershipProjection.self, client).1 == "failed"
+            })
+            let (position, _, error) = try await Self.checkpoint(OwnershipProjection.self, client)
+            #expect(position == odd.position - 1, "everything before it applied, it not")
+            #expect(error?.contains("GiftCardRedeemed.v1") == true)
+            let stored = try await client.query(
+                "SELECT error_position FROM ledger.projections WHERE name = 'ownership'", logger: TestDatabase.logger
+            ).collect()
+            #expect(try stored[0].decode(Int64?.self) == odd.position)
+        }
+    }
+}
+
+@Suite("COPY text escaping")
+struct CopyTextTests {
+    @Test("tabs, newlines, backslashes and NULLs survive")
+    func escaping() {
+        #expect(CopyText.line(["a\tb", nil, "c\\d\ne"]) == "a\\tb\t\\N\tc\\\\d\\ne\n")
+    }
+}
