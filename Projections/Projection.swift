@@ -49,5 +49,17 @@ extension UserProjection {
 
 /// The projections the ledger maintains.
 public enum Projections {
-    public static let all: [any UserProjection.Type] = [OwnershipProjection.self, ConsumableBalancesProjection.self]
+    public static let all: [any UserProjection.Type] = [
+        OwnershipProjection.self,
+        ConsumableBalancesProjection.self,
+        SubscriptionPeriodsProjection.self,
+        DeviceDeliveriesProjection.self,
+        AuditTrailProjection.self,
+        UnfinishedTransactionsProjection.self,
+    ]
+
+    /// The projection of this name, if there is one.
+    public static func named(_ name: String) -> (any UserProjection.Type)? {
+        all.first { $0.name == name }
+    }
 }

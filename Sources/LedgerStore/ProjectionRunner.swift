@@ -50,33 +50,47 @@ public struct ProjectionRunner: Service {
         }
     }
 
-    /// Follows the log for one projection until cancelled; a failure is recorded, not thrown.
+    /// Follows the log for one projection until cancelled. An unreadable event or a failing fold
+    /// stops it for good (recorded, with the position); anything else, such as a lost database
+    /// connection, is retried with backoff from the last checkpoint.
     func runProjection(_ projection: any UserProjection.Type) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
-        do {
-            guard let checkpoint = try await register(projection) else {
-                logger.warning("projection stopped earlier; see `ledger projections status`")
+        var delay = Duration.milliseconds(250)
+        while !Task.isCancelled {
+            do {
+                guard let checkpoint = try await register(projection) else {
+                    logger.warning("projection stopped earlier; see `ledger projections status`")
+                    return
+                }
+                let follower = LogFollower(
+                    store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
+                    batchSize: batchSize, logger: logger
+                )
+                var position = checkpoint
+                try await follower.follow(after: checkpoint) { events in
+                    let last = try await apply(events, to: projection, after: position)
+                    position = last
+                    delay = .milliseconds(250)
+                    if events.count < batchSize { try await switchOverIfCaughtUp(projection, at: last) }
+                }
                 return
+            } catch where Task.isCancelled || error is CancellationError {
+                // Shutting down mid-batch: the batch's transaction did not commit; nothing failed.
+                return
+            } catch let failure as ProjectionFailure {
+                logger.error("projection stopped", metadata: [
+                    "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
+                ])
+                try? await markFailed(projection, failure)
+                return
+            } catch {
+                logger.warning("projection interrupted, retrying from its checkpoint", metadata: [
+                    "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
+                ])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
             }
-            let follower = LogFollower(
-                store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
-                batchSize: batchSize, logger: logger
-            )
-            var position = checkpoint
-            try await follower.follow(after: checkpoint) { events in
-                let last = try await apply(events, to: projection, after: position)
-                position = last
-                if events.count < batchSize { try await switchOverIfCaughtUp(projection, at: last) }
-            }
-        } catch is CancellationError {
-        } catch let failure as ProjectionFailure {
-            logger.error("projection stopped", metadata: ["ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")"])
-            try? await markFailed(projection, failure)
-        } catch {
-            if Task.isCancelled { return }
-            logger.error("projection stopped", metadata: ["ledger.error": "\(String(reflecting: error))"])
-            try? await markFailed(projection, ProjectionFailure(message: "\(error)", position: nil))
         }
     }
 
@@ -162,7 +176,9 @@ public struct ProjectionRunner: Service {
             let state: UserLedger
             do {
                 state = try await handler.state(app: user.app, user: user.user, upToPosition: last)
-            } catch {
+            } catch let error as UnknownEventType {
+                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+            } catch let error as DecodingError {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             }
             rows.append((user, projection.rows(app: user.app, user: user.user, state: state, catalog: catalog)))
@@ -215,7 +231,8 @@ public struct ProjectionRunner: Service {
                     logger: logger
                 ).collect()
                 guard !moved.isEmpty else {
-                    throw ProjectionFailure(message: "another runner moved the checkpoint of \(projection.tableName); this one stops", position: nil)
+                    // Another runner applied this batch first: roll back, re-read the checkpoint, go on.
+                    throw CheckpointMoved(projection: projection.tableName)
                 }
             }
         }
@@ -274,6 +291,12 @@ struct ProjectionFailure: Error, CustomStringConvertible {
     let message: String
     let position: Int64?
     var description: String { message }
+}
+
+/// Another runner moved the checkpoint; retried from the new one, not a failure.
+struct CheckpointMoved: Error, CustomStringConvertible {
+    let projection: String
+    var description: String { "another runner moved the checkpoint of \(projection); continuing from its position" }
 }
 
 /// The app and user of a `user/<bundle id>/<user id>` stream.

@@ -22,8 +22,43 @@ public struct UserLedger: Hashable, Sendable {
         public let expiresDate: Date?
         public let environment: StoreEnvironment
         public internal(set) var revokedAt: Date?
+        public internal(set) var revocationReason: String?
+        /// The device the transaction was first delivered to.
+        public let deviceId: String?
+        /// Price and currency as recorded (purchases and renewals).
+        public let price: String?
+        public let currency: String?
+        /// Where in the log it was recorded, and when.
+        public let position: Int64
+        public let recordedAt: Date?
+        /// Where the revocation was recorded.
+        public internal(set) var revokedPosition: Int64?
 
         public var isRevoked: Bool { revokedAt != nil }
+    }
+
+    /// A delivery to a device: a purchase, a restore, or non-renewing periods the ledger restored.
+    public struct Delivery: Hashable, Sendable {
+        public enum Kind: String, Hashable, Sendable {
+            case purchase, restore, subscriptionRestore = "subscription_restore"
+        }
+
+        public let deviceId: String
+        public let transactionId: String
+        public let kind: Kind
+        public let position: Int64
+        public let recordedAt: Date?
+    }
+
+    /// Where an event sits in the log; folds that only decide leave it out.
+    public struct Context: Hashable, Sendable {
+        public let position: Int64
+        public let recordedAt: Date?
+
+        public init(position: Int64, recordedAt: Date?) {
+            self.position = position
+            self.recordedAt = recordedAt
+        }
     }
 
     /// The stream's version: the expected version of the next append.
@@ -36,11 +71,15 @@ public struct UserLedger: Hashable, Sendable {
     /// Which non-renewing transactions each device has received.
     public private(set) var deliveredToDevice: [String: Set<String>] = [:]
     public private(set) var finished: Set<String> = []
+    /// Every delivery to a device, in log order.
+    public private(set) var deliveries: [Delivery] = []
 
     public init() {}
 
-    public mutating func apply(_ event: UserEvent, version: Int64) {
+    public mutating func apply(_ event: UserEvent, version: Int64, context: Context? = nil) {
         self.version = version
+        let position = context?.position ?? 0
+        let recordedAt = context?.recordedAt
         switch event {
         case .deviceRegistered(let event):
             devices.insert(event.deviceId)
@@ -49,34 +88,47 @@ public struct UserLedger: Hashable, Sendable {
                 transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
                 productId: event.productId, productType: event.productType, kind: .purchase,
                 quantity: event.quantity, purchaseDate: event.purchaseDate, expiresDate: event.expiresDate,
-                environment: event.environment
+                environment: event.environment, deviceId: event.deviceId, price: event.price, currency: event.currency,
+                position: position, recordedAt: recordedAt
             ))
             devices.insert(event.deviceId)
+            deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .purchase,
+                                       position: position, recordedAt: recordedAt))
         case .subscriptionRenewed(let event):
             record(Transaction(
                 transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
                 productId: event.productId, productType: .autoRenewable, kind: .renewal, quantity: 1,
-                purchaseDate: event.purchaseDate, expiresDate: event.expiresDate, environment: event.environment
+                purchaseDate: event.purchaseDate, expiresDate: event.expiresDate, environment: event.environment,
+                deviceId: nil, price: event.price, currency: event.currency, position: position, recordedAt: recordedAt
             ))
         case .purchaseRestored(let event):
             let original = transactions[event.originalTransactionId]
             record(Transaction(
                 transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
                 productId: event.productId, productType: original?.productType ?? .unknown, kind: .restore,
-                quantity: 0, purchaseDate: event.purchaseDate, expiresDate: nil, environment: event.environment
+                quantity: 0, purchaseDate: event.purchaseDate, expiresDate: nil, environment: event.environment,
+                deviceId: event.deviceId, price: nil, currency: nil, position: position, recordedAt: recordedAt
             ))
             devices.insert(event.deviceId)
+            deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .restore,
+                                       position: position, recordedAt: recordedAt))
         case .transactionFinished(let event):
             finished.insert(event.transactionId)
         case .purchaseFailed:
             break
         case .purchaseRevoked(let event):
             transactions[event.transactionId]?.revokedAt = event.revokedAt
+            transactions[event.transactionId]?.revocationReason = event.reason
+            transactions[event.transactionId]?.revokedPosition = position
         case .itemConsumed(let event):
             consumed[event.productId, default: 0] += event.quantity
         case .subscriptionRestoredToDevice(let event):
             deliveredToDevice[event.deviceId, default: []].formUnion(event.transactionIds)
             devices.insert(event.deviceId)
+            for transactionId in event.transactionIds {
+                deliveries.append(Delivery(deviceId: event.deviceId, transactionId: transactionId, kind: .subscriptionRestore,
+                                           position: position, recordedAt: recordedAt))
+            }
         }
     }
 

@@ -121,7 +121,10 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     private func load(_ stream: StreamID, upToPosition position: Int64 = .max) async throws -> UserLedger {
         var state = UserLedger()
         for event in try await readWhole(stream) where event.position <= position {
-            state.apply(try UserEvent(type: event.type, data: event.data), version: event.streamVersion)
+            state.apply(
+                try UserEvent(type: event.type, data: event.data), version: event.streamVersion,
+                context: .init(position: event.position, recordedAt: event.recordedAt)
+            )
         }
         return state
     }

@@ -1,0 +1,52 @@
+import Foundation
+import LedgerDomain
+
+/// `ledger.audit_trail`: one row per money-relevant event, for finance.
+///
+/// Purchases and renewals are money taken; a refund row repeats the refunded transaction's amount
+/// (finance subtracts it). Restores and re-purchases of owned items take no money and have no row.
+/// `revoked` says whether the transaction has since been refunded. Sandbox rows carry
+/// `environment = 'sandbox'`: totals must filter on it, they are never revenue.
+public enum AuditTrailProjection: UserProjection {
+    public static let name = "audit_trail"
+    public static let version = 1
+
+    public static let columns: [ProjectionColumn] = [
+        ProjectionColumn("position", "bigint NOT NULL", "log position of the event"),
+        ProjectionColumn("recorded_at", "timestamptz", "when the ledger recorded it"),
+        ProjectionColumn("environment", "text NOT NULL", "production or sandbox"),
+        ProjectionColumn("device_id", "text", "the device that bought it"),
+        ProjectionColumn("event", "text NOT NULL", "purchase, renewal or refund"),
+        ProjectionColumn("transaction_id", "text NOT NULL", "App Store transaction id"),
+        ProjectionColumn("original_transaction_id", "text NOT NULL", "its original transaction"),
+        ProjectionColumn("product_id", "text NOT NULL", "the product"),
+        ProjectionColumn("product_type", "text NOT NULL", "as the catalog said when recorded; unknown when it did not know"),
+        ProjectionColumn("quantity", "bigint NOT NULL", "units"),
+        ProjectionColumn("price", "numeric", "price per unit as the device reported it"),
+        ProjectionColumn("currency", "text", "ISO 4217 code of price"),
+        ProjectionColumn("purchase_date", "timestamptz NOT NULL", "App Store purchase date"),
+        ProjectionColumn("expires_date", "timestamptz", "auto-renewable period end"),
+        ProjectionColumn("revoked", "boolean NOT NULL", "the transaction has been refunded or revoked"),
+    ]
+    public static let keyColumns = ["position", "event"]
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+        var rows: [[String?]] = []
+        for transaction in state.transactionsInOrder where transaction.kind != .restore {
+            let event = transaction.kind == .renewal ? "renewal" : "purchase"
+            rows.append(row(event, transaction, position: transaction.position, recordedAt: transaction.recordedAt))
+            if let revokedPosition = transaction.revokedPosition {
+                rows.append(row("refund", transaction, position: revokedPosition, recordedAt: transaction.revokedAt))
+            }
+        }
+        return rows
+    }
+
+    private static func row(_ event: String, _ transaction: UserLedger.Transaction, position: Int64, recordedAt: Date?) -> [String?] {
+        [String(position), text(recordedAt), transaction.environment.rawValue, transaction.deviceId, event,
+         transaction.transactionId, transaction.originalTransactionId, transaction.productId, transaction.productType.rawValue,
+         String(transaction.quantity), transaction.price, transaction.currency, text(transaction.purchaseDate),
+         text(transaction.expiresDate), transaction.isRevoked ? "true" : "false"]
+    }
+}
+
