@@ -114,22 +114,16 @@ public struct ProjectionRunner: Service {
                     "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = 'live'", logger: logger
                 ).collect()
                 let status = live.isEmpty ? "live" : "building"
-                let columns = (["app text NOT NULL", "user_id text NOT NULL"] + projection.columns.map { "\($0.name) \($0.type)" })
-                    .joined(separator: ", ")
                 // Names and types come from the compiled-in projection definitions, never from input.
                 try await connection.query(
-                    "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: columns))", logger: logger
+                    "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: Self.columnDefinitions(projection)))",
+                    logger: logger
                 )
                 try await connection.query(
                     "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
                     logger: logger
                 )
-                for column in projection.columns {
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "COMMENT ON COLUMN ledger.\(projection.tableName).\(column.name) IS '\(column.meaning.replacingOccurrences(of: "'", with: "''"))'"),
-                        logger: logger
-                    )
-                }
+                try await Self.commentColumns(projection, on: connection, logger: logger)
                 try await connection.query(
                     "INSERT INTO ledger.projections (name, version, status) VALUES (\(projection.name), \(projection.version), \(status))",
                     logger: logger
@@ -147,12 +141,42 @@ public struct ProjectionRunner: Service {
 
     // MARK: Applying a batch
 
-    /// Applies one batch; returns its last position.
+    /// Applies one batch to the projection's own table and moves its checkpoint; returns the
+    /// batch's last position.
     func apply(_ events: [RecordedEvent], to projection: any UserProjection.Type, after checkpoint: Int64) async throws -> Int64 {
         guard let last = events.last?.position else { return checkpoint }
+        let rows = try await rows(for: events, projection, upTo: last)
+        try await write(rows, to: projection, table: projection.tableName, checkpoint: (checkpoint, last))
+        return last
+    }
+
+    /// Applies events to any table of the projection's shape, without a checkpoint (rebuilds).
+    func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String) async throws {
+        guard let last = events.last?.position else { return }
+        try await write(try await rows(for: events, projection, upTo: last), to: projection, table: table, checkpoint: nil)
+    }
+
+    /// Brings a live version forward from `position` to at least `target`, with checkpoints.
+    func catchUpLive(_ projection: any UserProjection.Type, from position: Int64, to target: Int64) async throws {
+        var position = position
+        while position < target {
+            let events = try await store.readAll(after: position, stream: nil, limit: batchSize)
+            guard !events.isEmpty else { return }
+            position = try await apply(events, to: projection, after: position)
+        }
+    }
+
+    /// The rows of every user the batch touched, folded up to `last`. A catalog change touches
+    /// every user of its app, so classifications and durations follow the catalog everywhere.
+    private func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
         for event in events {
+            if event.streamID.hasPrefix("catalog/") {
+                let app = String(event.streamID.dropFirst("catalog/".count))
+                for user in try await self.users(of: app, upTo: last) where seen.insert(user).inserted { users.append(user) }
+                continue
+            }
             guard let user = UserKey(streamID: event.streamID) else { continue }
             // Every user event must be one this code understands: stop rather than skip.
             do {
@@ -181,14 +205,32 @@ public struct ProjectionRunner: Service {
             } catch let error as DecodingError {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             }
-            rows.append((user, projection.rows(app: user.app, user: user.user, state: state, catalog: catalog)))
+            rows.append((user, projection.rows(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog)))
         }
-        try await write(rows, to: projection, checkpoint: checkpoint, last: last)
-        return last
+        return rows
     }
 
-    private func write(_ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, checkpoint: Int64, last: Int64) async throws {
-        let table = "ledger.\(projection.tableName)"
+    /// Every user of an app with an event at or before `position`.
+    private func users(of app: String, upTo position: Int64) async throws -> [UserKey] {
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT stream_id FROM ledger.events
+            WHERE starts_with(stream_id, \("user/\(app)/")) AND "position" <= \(position)
+            """,
+            logger: logger
+        )
+        var users: [UserKey] = []
+        for try await stream in rows.decode(String.self) {
+            if let user = UserKey(streamID: stream) { users.append(user) }
+        }
+        return users
+    }
+
+    private func write(
+        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
+        checkpoint: (from: Int64, to: Int64)?
+    ) async throws {
+        let table = "ledger.\(name)"
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
                 if !rows.isEmpty {
@@ -207,7 +249,7 @@ public struct ProjectionRunner: Service {
                         // the schema comes from search_path, for this transaction only.
                         try await connection.query("SET LOCAL search_path = ledger", logger: logger)
                         try await connection.copyFrom(
-                            table: projection.tableName, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+                            table: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
                         ) { writer in
                             var buffer = ByteBuffer()
                             for line in lines {
@@ -222,10 +264,11 @@ public struct ProjectionRunner: Service {
                     }
                 }
                 // Only from the checkpoint this runner read: a second runner cannot apply twice.
+                guard let checkpoint else { return }
                 let moved = try await connection.query(
                     """
-                    UPDATE ledger.projections SET position = \(last), updated_at = now()
-                    WHERE name = \(projection.name) AND version = \(projection.version) AND position = \(checkpoint)
+                    UPDATE ledger.projections SET position = \(checkpoint.to), updated_at = now()
+                    WHERE name = \(projection.name) AND version = \(projection.version) AND position = \(checkpoint.from)
                     RETURNING 1
                     """,
                     logger: logger
@@ -235,6 +278,22 @@ public struct ProjectionRunner: Service {
                     throw CheckpointMoved(projection: projection.tableName)
                 }
             }
+        }
+    }
+
+    // MARK: Tables
+
+    /// `app`, `user_id` and the projection's columns, as SQL.
+    static func columnDefinitions(_ projection: any UserProjection.Type) -> String {
+        (["app text NOT NULL", "user_id text NOT NULL"] + projection.columns.map { "\($0.name) \($0.type)" }).joined(separator: ", ")
+    }
+
+    static func commentColumns(_ projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
+        for column in projection.columns {
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "COMMENT ON COLUMN ledger.\(projection.tableName).\(column.name) IS '\(column.meaning.replacingOccurrences(of: "'", with: "''"))'"),
+                logger: logger
+            )
         }
     }
 

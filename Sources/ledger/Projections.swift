@@ -1,13 +1,141 @@
 import ArgumentParser
 import Foundation
+import LedgerProjections
 import LedgerStore
 
 struct ProjectionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "projections",
         abstract: "Inspect the read models derived from the log.",
-        subcommands: [Status.self]
+        subcommands: [Status.self, Rebuild.self]
     )
+
+    struct Rebuild: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Rebuild projections from position 0 into new tables, then switch readers over atomically.",
+            discussion: """
+                The live version keeps serving while the rebuild runs. With --dry-run nothing is switched: the
+                rebuilt rows are compared with the live ones at the same log position, and every added, removed
+                or changed row is listed with its values before and after. Use it after fixing a projection (and
+                bumping its version) to see exactly whose state changes.
+                Projections: \(Projections.all.map { $0.name }.joined(separator: ", ")).
+                """
+        )
+
+        enum Format: String, ExpressibleByArgument, CaseIterable {
+            case text, json
+        }
+
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The projection to rebuild.")
+        var name: String?
+
+        @Flag(help: "Rebuild every projection.")
+        var all = false
+
+        @Flag(help: "Build and compare with the live version; switch nothing.")
+        var dryRun = false
+
+        @Option(help: "Output of --dry-run: text or json.")
+        var format: Format = .text
+
+        func validate() throws {
+            guard (name != nil) != all else {
+                throw ValidationError("name one projection or give --all (projections: \(Projections.all.map { $0.name }.joined(separator: ", ")))")
+            }
+            if let name, !Projections.all.contains(where: { $0.name == name }) {
+                throw ValidationError("there is no projection '\(name)'; there are: \(Projections.all.map { $0.name }.joined(separator: ", "))")
+            }
+        }
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let chosen = Projections.all.filter { all || $0.name == name }
+            let terminal = Output.errorIsTerminal
+            let labels = chosen.map(Self.label)
+            let dryRun = dryRun
+            let reports = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                try await Migrator.bundled().migrate(client, logger: logger)
+                let rebuilder = ProjectionRebuilder(client: client, logger: logger)
+                var reports: [ProjectionRebuilder.Report] = []
+                for (projection, label) in zip(chosen, labels) {
+                    let report = try await rebuilder.rebuild(projection, dryRun: dryRun) { progress in
+                        Self.show(progress, label: label, terminal: terminal)
+                    }
+                    if terminal { Output.error("") }
+                    reports.append(report)
+                }
+                return reports
+            }
+            if dryRun && format == .json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+                struct Out: Encodable {
+                    let projection: String
+                    let version: Int
+                    let liveVersion: Int?
+                    let position: Int64
+                    let differences: [ProjectionRebuilder.Difference]
+                }
+                let out = reports.map { Out(projection: $0.projection, version: $0.version, liveVersion: $0.liveVersion,
+                                            position: $0.position, differences: $0.differences ?? []) }
+                Output.line(String(decoding: try encoder.encode(out), as: UTF8.self))
+                return
+            }
+            for report in reports {
+                let rate = report.seconds > 0 ? Double(report.events) / report.seconds : 0
+                if let differences = report.differences {
+                    Output.line("\(report.projection) v\(report.version) (dry run) against live v\(report.liveVersion.map(String.init) ?? "none") at position \(report.position): \(differences.count) rows differ")
+                    for difference in differences.prefix(1_000) {
+                        Output.line("  \(difference.change.rawValue) \(difference.app)/\(difference.user) \(Self.describe(difference.key))")
+                        if let before = difference.before, let after = difference.after {
+                            for column in before.keys.sorted() where before[column] != after[column] {
+                                Output.line("      \(column): \(Self.value(before[column])) -> \(Self.value(after[column]))")
+                            }
+                        } else if let row = difference.after ?? difference.before {
+                            Output.line("      \(Self.describe(row))")
+                        }
+                    }
+                    if differences.count > 1_000 { Output.line("  … \(differences.count - 1_000) more (use --format json)") }
+                } else {
+                    Output.line(String(format: "%@ v%d rebuilt from %d events in %.1f s (%.0f events/s) and live at position %lld",
+                                       report.projection, report.version, report.events, report.seconds, rate, report.position))
+                }
+            }
+        }
+
+        static func label(_ projection: any UserProjection.Type) -> String {
+            "\(projection.name) v\(projection.version)"
+        }
+
+        static func show(_ progress: ProjectionRebuilder.Progress, label: String, terminal: Bool) {
+            let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
+            let rate = seconds > 0 ? Double(progress.events) / seconds : 0
+            let fraction = progress.head > 0 ? min(1, Double(progress.position) / Double(progress.head)) : 1
+            let remaining = rate > 0 && fraction < 1 ? Double(progress.head - progress.position) / rate : 0
+            if terminal {
+                let width = 30
+                let filled = Int(fraction * Double(width))
+                let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+                FileHandle.standardError.write(Data(String(
+                    format: "\r%@ [%@] %3.0f%%  %.0f events/s  ETA %.0fs ", label, bar, fraction * 100, rate, remaining
+                ).utf8))
+            } else {
+                Output.error(String(format: "%@: position %lld of %lld, %d events, %.0f events/s, ETA %.0fs",
+                                    label, progress.position, progress.head, progress.events, rate, remaining))
+            }
+        }
+
+        static func value(_ value: String??) -> String {
+            (value ?? nil).map { "'\($0)'" } ?? "NULL"
+        }
+
+        static func describe(_ values: [String: String?]) -> String {
+            values.keys.sorted().map { "\($0)=\(value(values[$0]))" }.joined(separator: " ")
+        }
+    }
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -35,6 +35,19 @@ public struct UserLedger: Hashable, Sendable {
         public internal(set) var revokedPosition: Int64?
 
         public var isRevoked: Bool { revokedAt != nil }
+
+        func with(productType: ProductType) -> Transaction {
+            var copy = Transaction(
+                transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
+                productType: productType, kind: kind, quantity: quantity, purchaseDate: purchaseDate, expiresDate: expiresDate,
+                environment: environment, deviceId: deviceId, price: price, currency: currency, position: position,
+                recordedAt: recordedAt
+            )
+            copy.revokedAt = revokedAt
+            copy.revocationReason = revocationReason
+            copy.revokedPosition = revokedPosition
+            return copy
+        }
     }
 
     /// A delivery to a device: a purchase, a restore, or non-renewing periods the ledger restored.
@@ -152,6 +165,18 @@ public struct UserLedger: Hashable, Sendable {
         order.lazy.compactMap { transactions[$0] }.first {
             $0.productId == productId && $0.kind == .purchase && !$0.isRevoked && $0.productType.isOwnedForever
         }
+    }
+
+    /// The same state with purchases of products the catalog did not know when they were
+    /// recorded (`unknown`) classified by the catalog as it is now.
+    public func classified(by catalog: ProductCatalog) -> UserLedger {
+        var copy = self
+        for (id, transaction) in transactions where transaction.productType == .unknown {
+            let type = catalog.type(of: transaction.productId)
+            guard type != .unknown else { continue }
+            copy.transactions[id] = transaction.with(productType: type)
+        }
+        return copy
     }
 
     /// Transactions in the order they were recorded.

@@ -1,0 +1,346 @@
+import Foundation
+import LedgerDomain
+import LedgerProjections
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Rebuilds a projection from position 0 into new tables while the live version keeps serving,
+/// then either switches readers over atomically or reports how the rebuilt rows differ.
+///
+/// The build folds the whole log in memory in one ordered, gap-safe pass and writes the rows with
+/// COPY; events that arrive meanwhile are applied in batches like the runner does. The switch
+/// replaces the live table and its checkpoint in one transaction: a runner working on the old
+/// table finds its checkpoint moved and continues from the new one.
+public struct ProjectionRebuilder: Sendable {
+    /// Progress after each chunk of the scan.
+    public struct Progress: Sendable {
+        public let position: Int64
+        public let head: Int64
+        public let events: Int
+        public let elapsed: Duration
+    }
+
+    /// How the rebuilt rows differ from the live ones, per key.
+    public struct Difference: Sendable, Codable, Hashable {
+        public enum Change: String, Sendable, Codable {
+            case added, removed, changed
+        }
+
+        public let change: Change
+        public let app: String
+        public let user: String
+        /// The key columns' values.
+        public let key: [String: String?]
+        public let before: [String: String?]?
+        public let after: [String: String?]?
+    }
+
+    public struct Report: Sendable {
+        public let projection: String
+        public let version: Int
+        public let position: Int64
+        public let events: Int
+        public let seconds: Double
+        /// Nil when the rebuild switched over; the differences when it was a dry run.
+        public let differences: [Difference]?
+        public let liveVersion: Int?
+    }
+
+    let client: PostgresClient
+    let store: PostgresEventStore
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.store = PostgresEventStore(client: client, logger: logger)
+        self.logger = logger
+    }
+
+    // MARK: Building
+
+    /// Folds the log up to its gap-safe head into per-user states and catalogs.
+    struct Fold {
+        var users: [UserKey: UserLedger] = [:]
+        var catalogs: [String: ProductCatalog] = [:]
+        var position: Int64 = 0
+        var events = 0
+    }
+
+    func scan(upTo limit: Int64, progress: @Sendable (Progress) -> Void) async throws -> Fold {
+        var fold = Fold()
+        let started = ContinuousClock.now
+        let head = min(try await store.headPosition(), limit)
+        while true {
+            let events = try await store.readAll(after: fold.position, stream: nil, limit: 20_000).filter { $0.position <= limit }
+            guard let last = events.last else { break }
+            for event in events {
+                try Self.apply(event, to: &fold)
+            }
+            fold.position = last.position
+            fold.events += events.count
+            progress(Progress(position: fold.position, head: max(head, fold.position), events: fold.events, elapsed: .now - started))
+            if events.count < 20_000 { break }
+        }
+        return fold
+    }
+
+    static func apply(_ event: RecordedEvent, to fold: inout Fold) throws {
+        if let user = UserKey(streamID: event.streamID) {
+            let decoded: UserEvent
+            do {
+                decoded = try UserEvent(type: event.type, data: event.data)
+            } catch {
+                throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+            }
+            fold.users[user, default: UserLedger()].apply(
+                decoded, version: event.streamVersion, context: .init(position: event.position, recordedAt: event.recordedAt)
+            )
+        } else if event.streamID.hasPrefix("catalog/"), event.type == ProductDefined.typeName.stored {
+            let app = String(event.streamID.dropFirst("catalog/".count))
+            fold.catalogs[app, default: ProductCatalog()].apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
+        }
+    }
+
+    /// Builds `projection` into `table` (created afresh) and returns the position it reflects.
+    func build(
+        _ projection: any UserProjection.Type, into table: String, upTo limit: Int64 = .max,
+        progress: @Sendable (Progress) -> Void
+    ) async throws -> (position: Int64, events: Int) {
+        let fold = try await scan(upTo: limit, progress: progress)
+        try await client.withConnection { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                try await connection.query(
+                    "CREATE TABLE ledger.\(unescaped: table) (\(unescaped: ProjectionRunner.columnDefinitions(projection)))", logger: logger
+                )
+                try await connection.query("SET LOCAL search_path = ledger", logger: logger)
+                try await connection.copyFrom(
+                    table: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+                ) { writer in
+                    var buffer = ByteBuffer()
+                    for (user, state) in fold.users {
+                        let catalog = fold.catalogs[user.app] ?? ProductCatalog()
+                        for row in projection.rows(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog) {
+                            buffer.writeString(CopyText.line([user.app, user.user] + row))
+                        }
+                        if buffer.readableBytes > 1 << 18 {
+                            try await writer.write(buffer)
+                            buffer.clear()
+                        }
+                    }
+                    if buffer.readableBytes > 0 { try await writer.write(buffer) }
+                }
+                try await connection.query(
+                    "CREATE INDEX ON ledger.\(unescaped: table) (app, user_id)", logger: logger
+                )
+            }
+        }
+        return (fold.position, fold.events)
+    }
+
+    /// Applies the events after `position` to `table` in batches, as the runner does, until the
+    /// gap-safe head; returns the new position.
+    func catchUp(_ projection: any UserProjection.Type, table: String, from position: Int64) async throws -> Int64 {
+        let runner = ProjectionRunner(client: client, listenConfiguration: nil, projections: [projection], logger: logger)
+        var position = position
+        while true {
+            let events = try await store.readAll(after: position, stream: nil, limit: 1_000)
+            guard let last = events.last else { return position }
+            try await runner.applyRows(events, to: projection, table: table)
+            position = last.position
+        }
+    }
+
+    // MARK: Rebuild
+
+    /// Rebuilds `projection` (the code's current version): switches over, or with `dryRun` only
+    /// reports the differences from the live version and drops what it built.
+    public func rebuild(
+        _ projection: any UserProjection.Type,
+        dryRun: Bool,
+        progress: @Sendable (Progress) -> Void = { _ in }
+    ) async throws -> Report {
+        let started = ContinuousClock.now
+        let table = "\(projection.tableName)_rebuild"
+        let live = try await liveVersion(of: projection)
+        if dryRun {
+            // Never past the live version's checkpoint: the rebuilt rows are then brought up to
+            // it, never the live ones down (older code's fold may no longer exist).
+            let (position, events) = try await build(projection, into: table, upTo: live?.position ?? .max, progress: progress)
+            do {
+                let differences = try await difference(projection, rebuilt: table, rebuiltAt: position, live: live)
+                try await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                return Report(projection: projection.name, version: projection.version, position: differences.position,
+                              events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
+                              liveVersion: live?.version)
+            } catch {
+                try? await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                throw error
+            }
+        }
+        var (position, events) = try await build(projection, into: table, progress: progress)
+        position = try await catchUp(projection, table: table, from: position)
+        position = try await switchOver(projection, rebuilt: table, at: position)
+        return Report(projection: projection.name, version: projection.version, position: position, events: events,
+                      seconds: Self.seconds(.now - started), differences: nil, liveVersion: projection.version)
+    }
+
+    struct LiveVersion {
+        let version: Int
+        let position: Int64
+        var table: String
+    }
+
+    func liveVersion(of projection: any UserProjection.Type) async throws -> LiveVersion? {
+        let rows = try await client.query(
+            "SELECT version, position FROM ledger.projections WHERE name = \(projection.name) AND status = 'live'",
+            logger: logger
+        ).collect()
+        guard let row = rows.first else { return nil }
+        let (version, position) = try row.decode((Int, Int64).self)
+        return LiveVersion(version: version, position: position, table: "\(projection.name)_v\(version)")
+    }
+
+    /// Makes the rebuilt table the live one, with its checkpoint, in one transaction.
+    private func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
+        try await client.withConnection { connection in
+            try await connection.transaction(logger: logger) { connection in
+                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('ledger.projections'))", logger: logger)
+                // Holds back the runner's checkpoint update until the switch is done.
+                let live = try await connection.query(
+                    "SELECT version FROM ledger.projections WHERE name = \(projection.name) AND status IN ('live', 'building', 'failed') FOR UPDATE",
+                    logger: logger
+                ).collect().map { try $0.decode(Int.self) }
+                for version in live where version != projection.version {
+                    try await connection.query(
+                        "UPDATE ledger.projections SET status = 'retired', updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
+                        logger: logger
+                    )
+                }
+                try await connection.query(
+                    "DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger
+                )
+                for version in Set(live + [projection.version]) {
+                    try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name)_v\(unescaped: String(version))", logger: logger)
+                }
+                try await connection.query(
+                    "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
+                )
+                try await ProjectionRunner.commentColumns(projection, on: connection, logger: logger)
+                try await connection.query(
+                    "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
+                    logger: logger
+                )
+                try await connection.query(
+                    """
+                    INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), 'live')
+                    ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position, status = 'live', error = NULL,
+                        error_position = NULL, updated_at = now()
+                    """,
+                    logger: logger
+                )
+                return position
+            }
+        }
+    }
+
+    // MARK: Difference
+
+    /// Compares the rebuilt table with the live one at the same position. The live table and its
+    /// checkpoint are read in one snapshot, so they agree; the rebuilt table is brought to that
+    /// checkpoint first (or the live one waits for the rebuilt one).
+    private func difference(
+        _ projection: any UserProjection.Type, rebuilt table: String, rebuiltAt position: Int64, live: LiveVersion?
+    ) async throws -> (rows: [Difference], position: Int64) {
+        let liveTable = live.map { "ledger.\($0.table)" }
+        var rebuiltPosition = position
+        for _ in 0..<50 {
+            let result: (rows: [Difference], position: Int64)? = try await client.withConnection { connection in
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ", logger: logger)
+                do {
+                    var livePosition: Int64 = 0
+                    if let live {
+                        let rows = try await connection.query(
+                            "SELECT position FROM ledger.projections WHERE name = \(projection.name) AND version = \(live.version)",
+                            logger: logger
+                        ).collect()
+                        livePosition = try rows.first?.decode(Int64.self) ?? 0
+                    }
+                    guard liveTable == nil || livePosition <= rebuiltPosition else {
+                        try await connection.query("ROLLBACK", logger: logger)
+                        rebuiltPosition = try await catchUp(projection, table: table, upTo: livePosition, from: rebuiltPosition)
+                        return nil
+                    }
+                    let rows = try await compare(projection, live: liveTable, rebuilt: "ledger.\(table)", on: connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return (rows, rebuiltPosition)
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            }
+            if let result { return result }
+        }
+        throw StoreError.integrity("the live projection kept moving; run the dry run again when writes are quieter")
+    }
+
+    private func catchUp(_ projection: any UserProjection.Type, table: String, upTo target: Int64, from position: Int64) async throws -> Int64 {
+        let runner = ProjectionRunner(client: client, listenConfiguration: nil, projections: [projection], logger: logger)
+        var position = position
+        while position < target {
+            let events = try await store.readAll(after: position, stream: nil, limit: 1_000).filter { $0.position <= target }
+            guard let last = events.last else { break }
+            try await runner.applyRows(events, to: projection, table: table)
+            position = last.position
+        }
+        // Nothing committed between here and the target: the rows are those of the target.
+        return max(position, target)
+    }
+
+    private func compare(
+        _ projection: any UserProjection.Type, live: String?, rebuilt: String, on connection: PostgresConnection
+    ) async throws -> [Difference] {
+        let keys = ["app", "user_id"] + projection.keyColumns
+        let all = ["app", "user_id"] + projection.columns.map(\.name)
+        let liveSource = live ?? "(SELECT * FROM \(rebuilt) WHERE false)"
+        // Rows as JSON, keyed; a row present on one side only is added or removed.
+        let keyExpression = "jsonb_build_array(\(keys.map { "r.\($0)::text" }.joined(separator: ", ")))"
+        let rowExpression = "jsonb_build_object(\(all.map { "'\($0)', r.\($0)::text" }.joined(separator: ", ")))"
+        let sql = """
+            WITH l AS (SELECT \(keyExpression) AS k, \(rowExpression) AS v FROM \(liveSource) r),
+                 n AS (SELECT \(keyExpression) AS k, \(rowExpression) AS v FROM \(rebuilt) r)
+            SELECT coalesce(l.k, n.k)::text, l.v::text, n.v::text
+            FROM l FULL OUTER JOIN n ON l.k = n.k
+            WHERE l.v IS DISTINCT FROM n.v
+            ORDER BY 1
+            LIMIT 100000
+            """
+        var differences: [Difference] = []
+        for try await (key, before, after) in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            .decode((String, String?, String?).self) {
+            let beforeRow = try before.map(Self.row)
+            let afterRow = try after.map(Self.row)
+            let keyValues = try JSONSerialization.jsonObject(with: Data(key.utf8)) as? [Any] ?? []
+            var keyMap: [String: String?] = [:]
+            for (name, value) in zip(keys, keyValues) { keyMap[name] = value as? String }
+            let change: Difference.Change = beforeRow == nil ? .added : afterRow == nil ? .removed : .changed
+            differences.append(Difference(
+                change: change, app: (keyMap["app"] ?? nil) ?? "", user: (keyMap["user_id"] ?? nil) ?? "",
+                key: keyMap.filter { $0.key != "app" && $0.key != "user_id" }, before: beforeRow, after: afterRow
+            ))
+        }
+        return differences
+    }
+
+    static func row(_ json: String) throws -> [String: String?] {
+        let object = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] ?? [:]
+        var row: [String: String?] = [:]
+        for (name, value) in object where name != "app" && name != "user_id" { row[name] = value as? String }
+        return row
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,107 @@
+import Foundation
+import LedgerDomain
+import LedgerProjections
+@testable import LedgerStore
+import PostgresNIO
+import Testing
+
+/// A balance projection with a bug: it ignores revocations.
+enum BuggyBalances: UserProjection {
+    static let name = "test_balances"
+    static let version = 1
+    static let columns = [ProjectionColumn("product_id", "text NOT NULL", "product"), ProjectionColumn("balance", "bigint NOT NULL", "units")]
+    static let keyColumns = ["product_id"]
+
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+        let purchased = state.transactionsInOrder.filter { $0.productId == "coins" && $0.kind == .purchase }.reduce(0) { $0 + $1.quantity }
+        return purchased == 0 ? [] : [["coins", String(purchased - state.consumed["coins", default: 0])]]
+    }
+}
+
+/// The fix, as a new version.
+enum FixedBalances: UserProjection {
+    static let name = "test_balances"
+    static let version = 2
+    static let columns = BuggyBalances.columns
+    static let keyColumns = BuggyBalances.keyColumns
+
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+        state.transactionsInOrder.contains { $0.productId == "coins" } ? [["coins", String(state.balance(of: "coins"))]] : []
+    }
+}
+
+@Suite("Replaying history into a fixed projection")
+struct ProjectionRebuilderTests {
+    @Test("a dry run names exactly the rows the fix changes, with before and after; the rebuild then switches")
+    func dryRunThenSwitch() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            // Users u0, u3, u6, u9 had a purchase revoked; the buggy version still counts it.
+            let handler = try await ProjectionRunnerTests.seed(client, users: 10)
+            let revoked = Set([0, 3, 6, 9].map { "u\($0)" })
+            for user in revoked {
+                _ = try await handler.execute(app: ProjectionRunnerTests.app, user: user) { state, _ in
+                    (try UserDecisions.revoke(transactionId: "\(user.dropFirst())-c", revokedAt: Date(), reason: "refund", on: state), ())
+                }
+            }
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                          projections: [BuggyBalances.self], batchSize: 50, pollInterval: .milliseconds(50),
+                                          logger: TestDatabase.logger)
+            #expect(try await ProjectionRunnerTests.runUntil(runner) {
+                try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client).0 >= head
+            })
+
+            let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
+            let report = try await rebuilder.rebuild(FixedBalances.self, dryRun: true)
+            let differences = try #require(report.differences)
+            #expect(Set(differences.map(\.user)) == revoked)
+            #expect(differences.allSatisfy { $0.change == .changed })
+            let u0 = try #require(differences.first { $0.user == "u0" })
+            #expect(u0.before?["balance"] == "3")
+            #expect(u0.after?["balance"] == "-2", "5 bought, 2 used, the 5 refunded")
+            #expect(u0.key["product_id"] == "coins")
+            #expect(report.liveVersion == 1)
+            // Nothing switched, nothing left behind.
+            #expect(try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client).1 == "live")
+            let leftovers = try await client.query("SELECT to_regclass('ledger.test_balances_v2_rebuild') IS NULL", logger: TestDatabase.logger).collect()
+            #expect(try leftovers[0].decode(Bool.self))
+
+            let switched = try await rebuilder.rebuild(FixedBalances.self, dryRun: false)
+            #expect(switched.differences == nil)
+            #expect(try await ProjectionRunnerTests.checkpoint(FixedBalances.self, client).1 == "live")
+            #expect(try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client).1 == "retired")
+            let balances = try await client.query(
+                "SELECT user_id, balance FROM ledger.test_balances WHERE user_id IN ('u0', 'u1') ORDER BY user_id",
+                logger: TestDatabase.logger
+            ).collect()
+            #expect(try balances.map { try $0.decode((String, Int64).self) }.map(\.1) == [Int64(-2), 3])
+            let oldTable = try await client.query("SELECT to_regclass('ledger.test_balances_v1') IS NULL", logger: TestDatabase.logger).collect()
+            #expect(try oldTable[0].decode(Bool.self), "the old version's table is dropped")
+        }
+    }
+
+    @Test("rebuilding the live version gives the same rows and an empty dry-run diff")
+    func sameVersionRebuild() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = try await ProjectionRunnerTests.seed(client, users: 8)
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                          batchSize: 10, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            #expect(try await ProjectionRunnerTests.runUntil(runner) {
+                for projection in Projections.all where try await ProjectionRunnerTests.checkpoint(projection, client).0 < head {
+                    return false
+                }
+                return true
+            })
+            let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
+            for projection in Projections.all {
+                let report = try await rebuilder.rebuild(projection, dryRun: true)
+                #expect(report.differences == [], "\(projection.name): incremental and rebuilt rows agree")
+            }
+            let rebuilt = try await rebuilder.rebuild(AuditTrailProjection.self, dryRun: false)
+            #expect(rebuilt.position >= head)
+            let expected = try await ProjectionRunnerTests.expectedRows(AuditTrailProjection.self, handler, users: 8)
+            #expect(try await ProjectionRunnerTests.tableRows(AuditTrailProjection.self, client) == expected)
+        }
+    }
+}
