@@ -108,6 +108,12 @@ public struct ProjectionRebuilder: Sendable {
         progress: @Sendable (Progress) -> Void
     ) async throws -> (position: Int64, events: Int) {
         let fold = try await scan(upTo: limit, progress: progress)
+        try await write(fold, projection, into: table)
+        return (fold.position, fold.events)
+    }
+
+    /// Writes a projection's rows for a folded log into `table`, created afresh.
+    func write(_ fold: Fold, _ projection: any UserProjection.Type, into table: String) async throws {
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
                 try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
@@ -136,7 +142,6 @@ public struct ProjectionRebuilder: Sendable {
                 )
             }
         }
-        return (fold.position, fold.events)
     }
 
     /// Applies the events after `position` to `table` in batches, as the runner does, until the
@@ -184,6 +189,25 @@ public struct ProjectionRebuilder: Sendable {
         position = try await switchOver(projection, rebuilt: table, at: position)
         return Report(projection: projection.name, version: projection.version, position: position, events: events,
                       seconds: Self.seconds(.now - started), differences: nil, liveVersion: projection.version)
+    }
+
+    /// Rebuilds several projections from one scan of the log and switches each over.
+    public func rebuildAll(
+        _ projections: [any UserProjection.Type],
+        progress: @Sendable (Progress) -> Void = { _ in }
+    ) async throws -> [Report] {
+        let started = ContinuousClock.now
+        let fold = try await scan(upTo: .max, progress: progress)
+        var reports: [Report] = []
+        for projection in projections {
+            let table = "\(projection.tableName)_rebuild"
+            try await write(fold, projection, into: table)
+            var position = try await catchUp(projection, table: table, from: fold.position)
+            position = try await switchOver(projection, rebuilt: table, at: position)
+            reports.append(Report(projection: projection.name, version: projection.version, position: position, events: fold.events,
+                                  seconds: Self.seconds(.now - started), differences: nil, liveVersion: projection.version))
+        }
+        return reports
     }
 
     struct LiveVersion {

@@ -1,12 +1,121 @@
+import AppStore
 import ArgumentParser
 import Foundation
 import LedgerStore
+import Logging
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure the ledger against a raw-SQL baseline in the same run.",
-        subcommands: [Append.self]
+        subcommands: [Append.self, Seed.self, Rebuild.self, Verify.self]
     )
+
+    struct Seed: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Write a realistic synthetic history through the real decision path.",
+            discussion: """
+                Apps com.example.seed0… with every product type; users buy, consume, subscribe and renew, re-buy and
+                restore on other devices, finish transactions, get refunds and post duplicate receipts. The same
+                --seed writes the same history. It writes into the configured database (not a scratch one).
+                """
+        )
+
+        @OptionGroup var options: GlobalOptions
+        @Option(help: "Number of apps.") var apps = 3
+        @Option(help: "Number of users, spread over the apps.") var users = 1_000
+        @Option(help: "Events to write in all (at least).") var events = 100_000
+        @Option(help: "Concurrent writers.") var concurrency = 16
+        @Option(help: "Random seed.") var seed: UInt64 = 42
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let terminal = Output.errorIsTerminal
+            let (apps, users, events, concurrency, seed) = (apps, users, events, concurrency, seed)
+            let started = ContinuousClock.now
+            let written = try await LedgerDatabase.withClient(settings, maximumConnections: concurrency + 4, logger: logger) { client in
+                try await Migrator.bundled().migrate(client, logger: logger)
+                return try await HistorySeeder(store: PostgresEventStore(client: client, logger: logger), logger: logger).run(
+                    .init(apps: apps, users: users, events: events, concurrency: concurrency, seed: seed)
+                ) { progress in
+                    let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
+                    let line = String(format: "seeded %d of %d events (%.0f events/s)", progress.events, progress.target,
+                                      seconds > 0 ? Double(progress.events) / seconds : 0)
+                    if terminal { FileHandle.standardError.write(Data(("\r" + line).utf8)) } else { Output.error(line) }
+                }
+            }
+            if terminal { Output.error("") }
+            let elapsed = started.duration(to: .now)
+            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            Output.line(String(format: "seeded %d events for %d users of %d apps in %.1f s", written, users, apps, seconds))
+        }
+    }
+
+    struct Rebuild: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Time `projections rebuild --all` against a raw scan-and-COPY baseline, in the same run.",
+            discussion: "Rebuilds (and switches) every projection of the configured database; seed it first with `ledger bench seed`."
+        )
+
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let terminal = Output.errorIsTerminal
+            let result = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                try await Migrator.bundled().migrate(client, logger: logger)
+                return try await RebuildBenchmark(client: client, logger: logger).run { progress in
+                    if terminal {
+                        FileHandle.standardError.write(Data("\rscanned \(progress.events) events".utf8))
+                    }
+                }
+            }
+            if terminal { Output.error("") }
+            Output.line("rebuild --all over \(result.events) events")
+            Output.line(String(format: "raw scan + COPY   %10.0f events/s  (%.2f s)", result.baselineRate, result.baselineSeconds))
+            Output.line(String(format: "rebuild --all     %10.0f events/s  (%.2f s)", result.rebuildRate, result.rebuildSeconds))
+            Output.line(String(format: "ratio (rebuild / raw): %.2f", result.ratio))
+        }
+    }
+
+    struct Verify: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Verify receipts through the App Store client against a local simulator, 16 at a time.",
+            discussion: """
+                Starts an App Store simulator on a free 127.0.0.1 port, sells one consumable to each test user,
+                then verifies every user's receipt through the real client. Reports receipts/s, the end-to-end
+                latency, the simulator's own handling time and what the client adds (end-to-end minus handling).
+                """
+        )
+
+        @Option(help: "Receipts to verify (one per test user).")
+        var receipts = 5_000
+
+        @Option(help: "Requests in flight.")
+        var concurrency = 16
+
+        @Option(help: "Log level (default: warning, so that the figures stand alone).")
+        var logLevel = "warning"
+
+        func run() async throws {
+            guard let level = Logger.Level(rawValue: logLevel) else {
+                throw CommandFailure(message: "log level '\(logLevel)' is not one of trace, debug, info, notice, warning, error, critical")
+            }
+            LoggingBootstrap.once(level: level)
+            var logger = Logger(label: "ledger")
+            logger.logLevel = level
+            let result = try await ReceiptVerificationBenchmark(logger: logger).run(
+                .init(users: receipts, concurrency: concurrency)
+            )
+            Output.line("verify receipts=\(result.receipts) concurrency=\(result.concurrency)")
+            Output.line(String(format: "receipts/s: %.0f (%.2f s)", result.receiptsPerSecond, result.seconds))
+            Output.line("                   p50 ms    p99 ms")
+            for (name, value) in [("end to end", result.endToEnd), ("simulator", result.server), ("client adds", result.clientAdded)] {
+                Output.line(name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(format: "%9.3f %9.3f", value.p50, value.p99))
+            }
+        }
+    }
 
     struct Append: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

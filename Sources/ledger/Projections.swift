@@ -59,6 +59,14 @@ struct ProjectionsCommand: AsyncParsableCommand {
             let reports = try await LedgerDatabase.withClient(settings, logger: logger) { client in
                 try await Migrator.bundled().migrate(client, logger: logger)
                 let rebuilder = ProjectionRebuilder(client: client, logger: logger)
+                if !dryRun && chosen.count > 1 {
+                    // One scan of the log for all of them.
+                    let reports = try await rebuilder.rebuildAll(chosen) { progress in
+                        Self.show(progress, label: "all projections", terminal: terminal)
+                    }
+                    if terminal { Output.error("") }
+                    return reports
+                }
                 var reports: [ProjectionRebuilder.Report] = []
                 for (projection, label) in zip(chosen, labels) {
                     let report = try await rebuilder.rebuild(projection, dryRun: dryRun) { progress in

@@ -125,6 +125,20 @@ struct RecordReceiptTests {
         #expect(try stream.receipt([transaction("2", "levels", cancelled: "2025-01-03T00:00:00.000Z")]).events.isEmpty)
     }
 
+    @Test("the device's price goes on the newest new payment only, not on older transactions first seen now")
+    func priceOnDeliveredPurchaseOnly() throws {
+        var stream = UserStream(catalog: catalog)
+        let decision = try stream.receipt([
+            transaction("1", "coins", date: "2024-01-01T00:00:00.000Z"),
+            transaction("2", "levels", date: "2024-06-01T00:00:00.000Z"),
+            transaction("3", "coins", date: "2025-01-01T00:00:00.000Z"),
+        ], price: "0.99")
+        let prices = decision.events.compactMap { event -> String?? in
+            if case .purchaseRecorded(let recorded) = event.event { return recorded.price } else { return nil }
+        }
+        #expect(prices == [nil, nil, "0.99"])
+    }
+
     @Test("a product the catalog does not know is still recorded, as unknown")
     func unknownProduct() throws {
         var stream = UserStream(catalog: catalog)

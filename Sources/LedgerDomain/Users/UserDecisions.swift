@@ -23,7 +23,9 @@ public struct ReceiptDecision: Hashable, Sendable {
 /// with the state's version as the expected version and decides again on a conflict.
 public enum UserDecisions {
     /// Records what the App Store confirmed: new purchases, renewals, restores and refunds, in
-    /// purchase order. A transaction the stream holds is a duplicate; a purchase of a
+    /// purchase order. `price` and `currency` are what the device showed for the purchase it is
+    /// delivering, so they go on the newest new payment of the receipt only; older transactions the
+    /// ledger sees for the first time carry no price rather than a wrong one. A transaction the stream holds is a duplicate; a purchase of a
     /// non-consumable the user already owns is recorded as a restore of that ownership (never a
     /// second one, never counted as money twice); a refunded transaction is recorded and revoked.
     public static func recordReceipt(
@@ -47,6 +49,9 @@ public enum UserDecisions {
         if let first = events.first { state.apply(first.event, version: state.version + 1) }
 
         let ordered = transactions.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        let pricedTransaction = ordered.last {
+            $0.kind != .restore && state.transactions[$0.transactionId] == nil
+        }?.transactionId
         var seen = Set<String>()
         for transaction in ordered where seen.insert(transaction.transactionId).inserted {
             guard transaction.quantity >= 1 || transaction.kind != .purchase else {
@@ -65,6 +70,7 @@ public enum UserDecisions {
                 continue
             }
             let type = catalog.type(of: transaction.productId)
+            let (price, currency) = transaction.transactionId == pricedTransaction ? (price, currency) : (nil, nil)
             switch transaction.kind {
             case .renewal where transaction.expiresDate != nil:
                 decide(PendingEvent(.subscriptionRenewed(SubscriptionRenewed(

@@ -106,6 +106,24 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         try await load(StreamID.user(app: bundleID, user: userID), upToPosition: position)
     }
 
+    /// The user's stream and the app's catalog as they were when `instant` had passed: only
+    /// events recorded by then count.
+    public func asOf(app bundleID: String, user userID: String, recordedBy instant: Date) async throws -> (UserLedger, ProductCatalog) {
+        var state = UserLedger()
+        for event in try await readWhole(StreamID.user(app: bundleID, user: userID)) where event.recordedAt <= instant {
+            state.apply(
+                try UserEvent(type: event.type, data: event.data), version: event.streamVersion,
+                context: .init(position: event.position, recordedAt: event.recordedAt)
+            )
+        }
+        var catalog = ProductCatalog()
+        for event in try await readWhole(Self.catalogStream(app: bundleID))
+        where event.recordedAt <= instant && event.type == ProductDefined.typeName.stored {
+            catalog.apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
+        }
+        return (state, catalog)
+    }
+
     /// The app's catalog (as of `position`, for replays and as-of answers).
     public func loadCatalog(app bundleID: String, upToPosition position: Int64 = .max) async throws -> ProductCatalog {
         var catalog = ProductCatalog()

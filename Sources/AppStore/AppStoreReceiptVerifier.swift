@@ -1,0 +1,173 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import LedgerDomain
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// `ReceiptVerifier` over the App Store's `verifyReceipt` JSON endpoints.
+///
+/// Production is asked first (unless the request says otherwise); 21007 sends the receipt to the
+/// sandbox and 21008 to production, once: a second redirect means the URLs are misconfigured.
+/// 21005, retryable 21100–21199, non-200 HTTP answers, timeouts and connection errors are retried
+/// with `configuration.retry`, then reported as `unavailable`. Every other non-zero status except
+/// 21006 is `invalidReceipt`. The request body, which carries the shared secret, is never logged.
+public struct AppStoreReceiptVerifier: ReceiptVerifier {
+    let configuration: AppStoreConfiguration
+    let httpClient: HTTPClient
+
+    /// - Parameter httpClient: owned by the caller, who shuts it down; `.shared` needs no shutdown.
+    public init(configuration: AppStoreConfiguration = .init(), httpClient: HTTPClient = .shared) {
+        self.configuration = configuration
+        self.httpClient = httpClient
+    }
+
+    public func verify(_ request: ReceiptVerificationRequest, logger: Logger) async throws -> VerifiedReceipt {
+        let sha256 = Self.sha256Hex(request.receiptData)
+        var logger = logger
+        logger[metadataKey: "appstore.receipt.sha256"] = "\(sha256)"
+        let body = try Self.requestBody(request)
+        var environment = request.firstEnvironment
+        var redirected = false
+        while true {
+            let (root, status) = try await exchange(body, environment: environment, logger: logger)
+            switch status.handling(isRetryable: root["is-retryable"].bool ?? false) {
+            case .valid, .validButExpired:
+                let receipt = try ReceiptResponseParser(receiptSHA256: sha256, answeredBy: environment).parse(root, status: status)
+                logger.debug("receipt verified", metadata: [
+                    "appstore.environment": "\(receipt.environment)",
+                    "appstore.status": "\(status.code)",
+                    "appstore.transactions": "\(receipt.transactions.count)",
+                ])
+                return receipt
+            case .retryInSandbox where environment == .production && !redirected:
+                logger.debug("sandbox receipt sent to production, asking the sandbox", metadata: ["appstore.status": "\(status.code)"])
+                environment = .sandbox
+                redirected = true
+            case .retryInProduction where environment == .sandbox && !redirected:
+                logger.debug("production receipt sent to the sandbox, asking production", metadata: ["appstore.status": "\(status.code)"])
+                environment = .production
+                redirected = true
+            case .retryLater:
+                // `exchange` only returns a retryable status once its attempts are spent.
+                throw ReceiptVerificationError.unavailable(
+                    "the \(environment) App Store answered \(status.code) (\(status.meaning)) \(configuration.retry.maximumAttempts) times",
+                    status: status
+                )
+            case .retryInSandbox, .retryInProduction, .invalid:
+                logger.debug("receipt refused", metadata: ["appstore.environment": "\(environment)", "appstore.status": "\(status.code)"])
+                throw ReceiptVerificationError.invalidReceipt(status, environment: environment)
+            }
+        }
+    }
+
+    /// One logical request to one environment: retried while the answer says "later", returning the
+    /// first answer that is not, or the last one.
+    private func exchange(
+        _ body: ByteBuffer,
+        environment: StoreEnvironment,
+        logger: Logger
+    ) async throws -> (LenientJSON, ReceiptStatus) {
+        let url = configuration.url(for: environment)
+        let policy = configuration.retry
+        var attempt = 1
+        while true {
+            let outcome: Result<(LenientJSON, ReceiptStatus), ReceiptVerificationError>
+            do {
+                outcome = .success(try await post(body, to: url, environment: environment))
+            } catch let error as ReceiptVerificationError where error.code == .unavailable {
+                outcome = .failure(error)
+            }
+            switch outcome {
+            case .success(let (root, status)):
+                let retryable = status.handling(isRetryable: root["is-retryable"].bool ?? false) == .retryLater
+                if !retryable || attempt >= policy.maximumAttempts { return (root, status) }
+            case .failure(let error):
+                if attempt >= policy.maximumAttempts { throw error }
+            }
+            let delay = policy.delay(afterAttempt: attempt)
+            logger.debug("App Store unavailable, retrying", metadata: [
+                "appstore.environment": "\(environment)",
+                "appstore.attempt": "\(attempt)",
+                "appstore.retry_in_ms": "\(Int(RetryPolicy.seconds(delay) * 1000))",
+                "appstore.outcome": "\(Self.summary(outcome))",
+            ])
+            try await Task.sleep(for: delay)
+            attempt += 1
+        }
+    }
+
+    /// One HTTP exchange. Transport failures and non-200 answers become `unavailable`; a 200 whose body
+    /// is not a `verifyReceipt` answer becomes `malformedResponse`.
+    private func post(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus) {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Accept", value: "application/json")
+        request.body = .bytes(body)
+        let bytes: ByteBuffer
+        let httpStatus: HTTPResponseStatus
+        do {
+            let response = try await httpClient.execute(request, timeout: Self.timeAmount(configuration.timeout))
+            httpStatus = response.status
+            bytes = try await response.body.collect(upTo: configuration.maximumResponseBytes)
+        } catch let error as CancellationError {
+            throw error
+        } catch let error as NIOTooManyBytesError {
+            throw ReceiptVerificationError.malformedResponse("the answer from \(url) is larger than \(configuration.maximumResponseBytes) bytes (\(error))")
+        } catch {
+            throw ReceiptVerificationError.unavailable("the \(environment) App Store at \(url) did not answer (\(Self.describe(error)))")
+        }
+        guard httpStatus == .ok else {
+            throw ReceiptVerificationError.unavailable("the \(environment) App Store at \(url) answered HTTP \(httpStatus.code)")
+        }
+        guard let root = LenientJSON(data: Data(bytes.readableBytesView)), root.object != nil else {
+            throw ReceiptVerificationError.malformedResponse("the answer from \(url) is not a JSON object")
+        }
+        guard let code = root["status"].int else {
+            throw ReceiptVerificationError.malformedResponse("the answer from \(url) has no numeric 'status'")
+        }
+        return (root, ReceiptStatus(code: code))
+    }
+
+    // MARK: Helpers
+
+    static func requestBody(_ request: ReceiptVerificationRequest) throws -> ByteBuffer {
+        var object: [String: Any] = ["receipt-data": request.receiptData]
+        if let secret = request.sharedSecret { object["password"] = secret.value }
+        if request.excludeOldTransactions { object["exclude-old-transactions"] = true }
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.withoutEscapingSlashes])
+        return ByteBuffer(bytes: data)
+    }
+
+    /// Lower-case hex SHA-256 of the receipt text's UTF-8 bytes.
+    public static func sha256Hex(_ receiptData: String) -> String {
+        SHA256.hash(data: Data(receiptData.utf8)).map { byte in
+            let hex = String(byte, radix: 16)
+            return byte < 16 ? "0" + hex : hex
+        }.joined()
+    }
+
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+                return "timed out"
+            }
+            return "\(error)"
+        }
+        return String(describing: error)
+    }
+
+    private static func summary(_ outcome: Result<(LenientJSON, ReceiptStatus), ReceiptVerificationError>) -> String {
+        switch outcome {
+        case .success(let (_, status)): "status \(status.code)"
+        case .failure(let error): error.message
+        }
+    }
+}

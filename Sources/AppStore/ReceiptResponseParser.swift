@@ -1,0 +1,127 @@
+import Foundation
+import LedgerDomain
+
+/// Turns a `verifyReceipt` answer (status 0 or 21006) into a `VerifiedReceipt`.
+///
+/// Reads both shapes the service sends. Old transaction receipts carry the transaction at the top of
+/// `receipt` and `latest_receipt_info` / `latest_expired_receipt_info` as single objects; app receipts
+/// carry `receipt.in_app[]`, `latest_receipt_info[]` and `pending_renewal_info[]`. Each transaction is
+/// reported once: where `in_app` and `latest_receipt_info` both list it, the later view wins (it
+/// reflects refunds), without losing a cancellation or expiry only one of them shows.
+struct ReceiptResponseParser {
+    let receiptSHA256: String
+    /// The endpoint that answered; used when the answer does not say its environment.
+    let answeredBy: StoreEnvironment
+
+    func parse(_ root: LenientJSON, status: ReceiptStatus) throws -> VerifiedReceipt {
+        let receipt = root["receipt"]
+        guard receipt.object != nil else {
+            throw ReceiptVerificationError.malformedResponse("status \(status.code) without a 'receipt' object")
+        }
+        let isAppReceipt = receipt["in_app"].isPresent || receipt["bundle_id"].isPresent || receipt["receipt_type"].isPresent
+        guard let bundleId = receipt["bundle_id"].string ?? receipt["bid"].string else {
+            throw ReceiptVerificationError.malformedResponse("the receipt names no bundle id ('bundle_id' or 'bid')")
+        }
+        let environment = root["environment"].string.flatMap(StoreEnvironment.init(responseValue:))
+            ?? receipt["receipt_type"].string.flatMap(StoreEnvironment.init(responseValue:))
+            ?? answeredBy
+
+        var sources: [LenientJSON] = []
+        if receipt["transaction_id"].isPresent { sources.append(receipt) }
+        sources += Self.entries(receipt["in_app"])
+        sources += Self.entries(root["latest_receipt_info"])
+        sources += Self.entries(root["latest_expired_receipt_info"])
+
+        var byId: [String: ReceiptTransaction] = [:]
+        for source in sources {
+            let transaction = try Self.transaction(source)
+            if let earlier = byId[transaction.transactionId] {
+                byId[transaction.transactionId] = earlier.updated(by: transaction)
+            } else {
+                byId[transaction.transactionId] = transaction
+            }
+        }
+        let transactions = byId.values.sorted {
+            ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
+        }
+        let pending = try Self.entries(root["pending_renewal_info"]).map(Self.pendingRenewal)
+        return VerifiedReceipt(
+            environment: environment,
+            bundleId: bundleId,
+            receiptSHA256: receiptSHA256,
+            status: status,
+            style: isAppReceipt ? .appReceipt : .transactionReceipt,
+            transactions: transactions,
+            pendingRenewals: pending,
+            latestReceipt: root["latest_receipt"].string,
+            receiptCreationDate: receipt.date("receipt_creation_date")
+        )
+    }
+
+    /// An array's elements, or a single object as one entry (old receipts send objects where new ones send arrays).
+    static func entries(_ value: LenientJSON) -> [LenientJSON] {
+        if let array = value.array { return array.filter { $0.object != nil } }
+        if value.object != nil { return [value] }
+        return []
+    }
+
+    static func transaction(_ entry: LenientJSON) throws -> ReceiptTransaction {
+        guard let transactionId = entry["transaction_id"].string else {
+            throw ReceiptVerificationError.malformedResponse("a transaction without 'transaction_id'")
+        }
+        guard let productId = entry["product_id"].string else {
+            throw ReceiptVerificationError.malformedResponse("transaction \(transactionId) has no 'product_id'")
+        }
+        guard let purchaseDate = entry.date("purchase_date") else {
+            throw ReceiptVerificationError.malformedResponse("transaction \(transactionId) has no readable 'purchase_date'")
+        }
+        return ReceiptTransaction(
+            transactionId: transactionId,
+            originalTransactionId: entry["original_transaction_id"].string ?? transactionId,
+            productId: productId,
+            quantity: entry["quantity"].int ?? 1,
+            purchaseDate: purchaseDate,
+            originalPurchaseDate: entry.date("original_purchase_date") ?? purchaseDate,
+            expiresDate: entry.date("expires_date"),
+            cancellationDate: entry.date("cancellation_date"),
+            cancellationReason: entry["cancellation_reason"].int,
+            isTrialPeriod: entry["is_trial_period"].bool ?? false,
+            isInIntroOfferPeriod: entry["is_in_intro_offer_period"].bool ?? false,
+            webOrderLineItemId: entry["web_order_line_item_id"].string
+        )
+    }
+
+    static func pendingRenewal(_ entry: LenientJSON) throws -> PendingRenewalInfo {
+        guard let original = entry["original_transaction_id"].string else {
+            throw ReceiptVerificationError.malformedResponse("a pending_renewal_info entry without 'original_transaction_id'")
+        }
+        return PendingRenewalInfo(
+            originalTransactionId: original,
+            productId: entry["product_id"].string,
+            autoRenewProductId: entry["auto_renew_product_id"].string,
+            willAutoRenew: entry["auto_renew_status"].bool,
+            expirationIntent: entry["expiration_intent"].int,
+            isInBillingRetryPeriod: entry["is_in_billing_retry_period"].bool
+        )
+    }
+}
+
+extension ReceiptTransaction {
+    /// This transaction as `newer` reports it, keeping what only this view knew.
+    func updated(by newer: ReceiptTransaction) -> ReceiptTransaction {
+        ReceiptTransaction(
+            transactionId: transactionId,
+            originalTransactionId: newer.originalTransactionId,
+            productId: newer.productId,
+            quantity: newer.quantity,
+            purchaseDate: newer.purchaseDate,
+            originalPurchaseDate: newer.originalPurchaseDate,
+            expiresDate: newer.expiresDate ?? expiresDate,
+            cancellationDate: newer.cancellationDate ?? cancellationDate,
+            cancellationReason: newer.cancellationReason ?? cancellationReason,
+            isTrialPeriod: newer.isTrialPeriod || isTrialPeriod,
+            isInIntroOfferPeriod: newer.isInIntroOfferPeriod || isInIntroOfferPeriod,
+            webOrderLineItemId: newer.webOrderLineItemId ?? webOrderLineItemId
+        )
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import LedgerDomain
+
+/// A receipt the App Store confirmed, reduced to what the ledger records.
+public struct VerifiedReceipt: Hashable, Sendable {
+    /// Which kind of receipt the device sent.
+    public enum Style: String, Hashable, Sendable {
+        /// An iOS 7 style app receipt: `receipt.in_app[]`, `latest_receipt_info[]`.
+        case appReceipt
+        /// An iOS 6 style transaction receipt: one transaction at the top of `receipt`.
+        case transactionReceipt
+    }
+
+    /// The environment that verified the receipt; sandbox money is never revenue.
+    public let environment: StoreEnvironment
+    public let bundleId: String
+    /// Lower-case hex SHA-256 of the `receipt-data` exactly as received; the ledger stores it as the source.
+    public let receiptSHA256: String
+    /// 0, or 21006 for an old-style subscription receipt that is valid but expired (its content still counts).
+    public let status: ReceiptStatus
+    public let style: Style
+    /// Every transaction once: the union of the receipt's and `latest_receipt_info`'s, by transaction id,
+    /// ordered by purchase date then id.
+    public let transactions: [ReceiptTransaction]
+    public let pendingRenewals: [PendingRenewalInfo]
+    /// The newest receipt for the subscription, when the App Store sent one; the app may store it.
+    public let latestReceipt: String?
+    public let receiptCreationDate: Date?
+
+    public init(
+        environment: StoreEnvironment,
+        bundleId: String,
+        receiptSHA256: String,
+        status: ReceiptStatus,
+        style: Style,
+        transactions: [ReceiptTransaction],
+        pendingRenewals: [PendingRenewalInfo],
+        latestReceipt: String?,
+        receiptCreationDate: Date?
+    ) {
+        self.environment = environment
+        self.bundleId = bundleId
+        self.receiptSHA256 = receiptSHA256
+        self.status = status
+        self.style = style
+        self.transactions = transactions
+        self.pendingRenewals = pendingRenewals
+        self.latestReceipt = latestReceipt
+        self.receiptCreationDate = receiptCreationDate
+    }
+
+    /// The transactions in the ledger's terms, for `UserDecisions.recordReceipt`.
+    public var verifiedTransactions: [VerifiedTransaction] {
+        transactions.map { $0.verified(in: environment) }
+    }
+
+    /// The transaction with this id, if the receipt has it.
+    public func transaction(_ id: String) -> ReceiptTransaction? {
+        transactions.first { $0.transactionId == id }
+    }
+}

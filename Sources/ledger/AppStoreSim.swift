@@ -1,0 +1,114 @@
+import AppStore
+import ArgumentParser
+import Foundation
+import LedgerDomain
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+struct AppStoreSim: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "appstore-sim",
+        abstract: "Run a local App Store that speaks verifyReceipt, for trying the ledger without Apple.",
+        discussion: """
+            Point the ledger at it: LEDGER_APPSTORE_PRODUCTION_URL and LEDGER_APPSTORE_SANDBOX_URL = http://HOST:PORT/verifyReceipt. Everything is in memory and lost when it stops.
+
+            Receipts are signed: a changed receipt, or one from another simulator (another --signing-key), answers 21003. Receipts with an auto-renewable need the app's shared secret as "password" (else 21004). A sandbox simulator answers 21008 to production receipts, a production one 21007 to sandbox receipts.
+
+            Auto-renewables renew on the simulator's clock. In the sandbox a period lasts P7D 3 min, P1M 5, P2M 10, P3M 15, P6M 30, P1Y 60, and renewals stop after 6; in production periods are calendar periods. The clock starts at the real time; advance it to see renewals and expiry.
+
+            Admin API (JSON bodies, ISO 8601 dates):
+              PUT    /admin/apps/{bundleId}
+                       {"sharedSecret": "..."}  optional: a random secret is made
+              GET    /admin/apps/{bundleId}
+              PUT    /admin/apps/{bundleId}/products/{productId}
+                       {"type": consumable | non_consumable | auto_renewable |
+                                non_renewing | free_subscription,
+                        "duration": P7D | P1M | P2M | P3M | P6M | P1Y}
+              GET    /admin/apps/{bundleId}/products
+              POST   /admin/users
+                       {"userId": "alice"}  optional: user-1, user-2, ...
+              POST   /admin/purchases
+                       {"userId", "bundleId", "productId", "quantity": 1}
+                       answers the transaction, "receipt" (app receipt) and
+                       "transactionReceipt" (old per-transaction receipt)
+              POST   /admin/restores
+                       {"userId", "bundleId"}  a StoreKit restore
+              POST   /admin/transactions/{transactionId}/cancel
+                       {"reason": 0 | 1}  support refunds it
+              GET    /admin/users/{userId}/apps/{bundleId}
+                       transactions so far and a fresh app receipt
+              GET    /admin/clock
+              POST   /admin/clock/advance
+                       {"minutes": 5} or {"seconds": 300}
+              PUT    /admin/faults
+                       {"failNext": 3, "failStatus": 21005,
+                        "isRetryable": false, "latencyMilliseconds": 0}
+              GET    /admin/faults
+              DELETE /admin/faults
+              POST   /verifyReceipt
+                       {"receipt-data", "password", "exclude-old-transactions"}
+            """
+    )
+
+    @Option(help: "Address to listen on; keep it on loopback.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on (0: any free port).")
+    var port = 8090
+
+    @Option(help: "Which App Store to be: sandbox or production.")
+    var environment = "sandbox"
+
+    @Option(help: ArgumentHelp("Text the receipt-signing key is derived from, so that receipts survive a restart (default: random per run).", valueName: "text"))
+    var signingKey: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: $LEDGER_LOG_LEVEL or info).")
+    var logLevel: String?
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("port \(port) is not a number from 0 to 65535") }
+        guard StoreEnvironment(rawValue: environment) != nil else {
+            throw ValidationError("environment '\(environment)' is not sandbox or production")
+        }
+    }
+
+    func run() async throws {
+        let text = logLevel ?? ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: text.lowercased()) else {
+            throw ValidationError("log level '\(text)' is not one of trace, debug, info, notice, warning, error, critical")
+        }
+        LoggingBootstrap.once(level: level)
+        var logger = Logger(label: "appstore-sim")
+        logger.logLevel = level
+
+        let host = self.host
+        let environment = StoreEnvironment(rawValue: environment) ?? .sandbox
+        let simulator = AppStoreSimulator(
+            configuration: .init(host: host, port: port, environment: environment, signingKey: signingKey),
+            logger: logger
+        ) { boundPort in
+            Self.printWelcome(base: "http://\(host):\(boundPort)", environment: environment)
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [simulator],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        try await group.run()
+    }
+
+    private static func printWelcome(base: String, environment: StoreEnvironment) {
+        Output.line("""
+            App Store simulator (\(environment)) listening on \(base)
+            verifyReceipt URL: \(base)/verifyReceipt
+
+            Try a purchase:
+              curl -s -X PUT \(base)/admin/apps/com.example.app/products/com.example.app.coins -d '{"type":"consumable"}'
+              curl -s -X POST \(base)/admin/users -d '{"userId":"alice"}'
+              curl -s -X POST \(base)/admin/purchases -d '{"userId":"alice","bundleId":"com.example.app","productId":"com.example.app.coins","quantity":2}'
+            then verify the "receipt" it returns:
+              curl -s -X POST \(base)/verifyReceipt -d '{"receipt-data":"RECEIPT"}'
+            """)
+    }
+}

@@ -1,0 +1,148 @@
+import ArgumentParser
+import Foundation
+import LedgerDomain
+import LedgerStore
+
+struct Query: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Answer from a user's stream itself, now or at any past point (JSON).",
+        discussion: """
+            The answer is folded from the user's events, not read from the projections, so it can be asked
+            for any past moment: --as-of TIME counts the events recorded by then and judges activity at
+            that time; --at-position N counts the events up to log position N and judges activity now
+            (or at --at TIME). Times are ISO 8601, e.g. 2026-01-31T12:00:00Z.
+            """,
+        subcommands: [Entitlements.self, Balances.self, Subscriptions.self]
+    )
+
+    /// Options every query shares.
+    struct Target: ParsableArguments {
+        @Option(help: "The app's bundle id.")
+        var app: String
+
+        @Option(help: "The user id.")
+        var user: String
+
+        @Option(help: "Only events recorded by this time; activity judged at it.")
+        var asOf: String?
+
+        @Option(help: "Only events up to this log position.")
+        var atPosition: Int64?
+
+        @Option(help: "When to judge activity (default: --as-of, else now).")
+        var at: String?
+
+        func validate() throws {
+            guard asOf == nil || atPosition == nil else {
+                throw ValidationError("give --as-of or --at-position, not both")
+            }
+            for (flag, value) in [("--as-of", asOf), ("--at", at)] {
+                if let value, LedgerJSON.parseTimestamp(value) == nil {
+                    throw ValidationError("\(flag) '\(value)' is not an ISO 8601 time such as 2026-01-31T12:00:00Z")
+                }
+            }
+            if let atPosition, atPosition < 0 { throw ValidationError("--at-position must be 0 or more") }
+        }
+
+        /// The user's state and catalog at the chosen point, and the instant to judge activity at.
+        func load(_ options: GlobalOptions) async throws -> (UserLedger, ProductCatalog, Date) {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let asOf = asOf.flatMap(LedgerJSON.parseTimestamp)
+            let instant = at.flatMap(LedgerJSON.parseTimestamp) ?? asOf ?? Date()
+            let (app, user, atPosition) = (app, user, atPosition)
+            let (state, catalog) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger)
+                if let asOf {
+                    return try await handler.asOf(app: app, user: user, recordedBy: asOf)
+                }
+                let position = atPosition ?? .max
+                return (try await handler.state(app: app, user: user, upToPosition: position),
+                        try await handler.loadCatalog(app: app, upToPosition: position))
+            }
+            return (state.classified(by: catalog), catalog, instant)
+        }
+    }
+
+    static func print<Value: Encodable>(_ value: Value) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .custom { date, encoder in
+            var container = encoder.singleValueContainer()
+            try container.encode(LedgerJSON.formatTimestamp(date))
+        }
+        Output.line(String(decoding: try encoder.encode(value), as: UTF8.self))
+    }
+
+    struct Entitlements: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "What the user owns and which subscriptions are active.")
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let (state, catalog, instant) = try await target.load(options)
+            let entitlements = LedgerDomain.Entitlements(of: state, catalog: catalog, at: instant)
+            struct Owned: Encodable { let productId, originalTransactionId: String; let since: Date }
+            struct Auto: Encodable { let productId, originalTransactionId: String; let expiresAt: Date?; let active: Bool }
+            struct Period: Encodable { let productId, group, transactionId: String; let start, end: Date; let active: Bool }
+            struct Answer: Encodable { let at: Date; let streamVersion: Int64; let owned: [Owned]; let autoRenewable: [Auto]; let nonRenewing: [Period] }
+            try Query.print(Answer(
+                at: instant, streamVersion: state.version,
+                owned: entitlements.owned.map { Owned(productId: $0.productId, originalTransactionId: $0.originalTransactionId, since: $0.purchaseDate) },
+                autoRenewable: entitlements.autoRenewables.map {
+                    Auto(productId: $0.productId, originalTransactionId: $0.originalTransactionId, expiresAt: $0.expiresDate, active: $0.isActive)
+                },
+                nonRenewing: entitlements.nonRenewingPeriods.map {
+                    Period(productId: $0.productId, group: $0.group, transactionId: $0.transactionId, start: $0.start, end: $0.end,
+                           active: $0.isActive(at: instant))
+                }
+            ))
+        }
+    }
+
+    struct Balances: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Consumable balances: purchased, consumed, balance.")
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let (state, _, _) = try await target.load(options)
+            struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int }
+            var products = Set(state.consumed.keys)
+            for transaction in state.transactionsInOrder where transaction.kind == .purchase && transaction.productType == .consumable {
+                products.insert(transaction.productId)
+            }
+            try Query.print(products.sorted().map { product in
+                let balance = state.balance(of: product)
+                let consumed = state.consumed[product, default: 0]
+                return Balance(productId: product, purchased: balance + consumed, consumed: consumed, balance: balance)
+            })
+        }
+    }
+
+    struct Subscriptions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every paid subscription period, per product and group.")
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var target: Target
+
+        func run() async throws {
+            let (state, catalog, instant) = try await target.load(options)
+            struct Period: Encodable { let kind, productId, group, transactionId: String; let start, end: Date; let active: Bool }
+            var periods = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog).map {
+                Period(kind: "non_renewing", productId: $0.productId, group: $0.group, transactionId: $0.transactionId,
+                       start: $0.start, end: $0.end, active: $0.isActive(at: instant))
+            }
+            for transaction in state.transactionsInOrder
+            where transaction.productType == .autoRenewable && transaction.kind != .restore && !transaction.isRevoked {
+                guard let expires = transaction.expiresDate else { continue }
+                periods.append(Period(
+                    kind: "auto_renewable", productId: transaction.productId,
+                    group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
+                    transactionId: transaction.transactionId, start: transaction.purchaseDate, end: expires,
+                    active: transaction.purchaseDate <= instant && instant < expires
+                ))
+            }
+            try Query.print(periods)
+        }
+    }
+}

@@ -1,0 +1,65 @@
+@testable import AppStore
+import Foundation
+import Testing
+
+@Suite struct AppStoreDateTests {
+    /// 2013-01-01T00:00:00Z
+    let newYear2013 = Date(timeIntervalSince1970: 1_356_998_400)
+
+    @Test func readsGMTText() {
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00 Etc/GMT") == newYear2013)
+    }
+
+    @Test func readsPacificTextAsTheSameInstant() {
+        #expect(AppStoreDate.parse("2012-12-31 16:00:00 America/Los_Angeles") == newYear2013)
+        // Summer time: UTC-7.
+        #expect(AppStoreDate.parse("2013-07-01 05:00:00 America/Los_Angeles") == Date(timeIntervalSince1970: 1_372_680_000))
+    }
+
+    @Test func readsEpochMillisecondsText() {
+        #expect(AppStoreDate.parse("1356998400000") == newYear2013)
+        #expect(AppStoreDate.parse("1356998400123")?.milliseconds == 1_356_998_400_123)
+    }
+
+    @Test func readsISO8601() {
+        #expect(AppStoreDate.parse("2013-01-01T00:00:00Z") == newYear2013)
+        #expect(AppStoreDate.parse("2013-01-01T01:00:00+01:00") == newYear2013)
+        #expect(AppStoreDate.parse("2013-01-01T00:00:00.250Z")?.milliseconds == 1_356_998_400_250)
+    }
+
+    @Test func readsZoneAbbreviationsAndOffsets() {
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00 GMT") == newYear2013)
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00 UTC") == newYear2013)
+        #expect(AppStoreDate.parse("2012-12-31 16:00:00 -0800") == newYear2013)
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00") == newYear2013, "no zone means UTC")
+    }
+
+    @Test func refusesWhatIsNotADate() {
+        #expect(AppStoreDate.parse("") == nil)
+        #expect(AppStoreDate.parse("yesterday") == nil)
+        #expect(AppStoreDate.parse("2013-13-01 00:00:00 Etc/GMT") == nil)
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00 Mars/Olympus") == nil)
+    }
+
+    @Test func millisecondsWinOverTextAndTextFallsBackToPacific() throws {
+        let json = try #require(LenientJSON(data: Data(#"""
+            {"a_ms":"1356998400000","a":"1999-01-01 00:00:00 Etc/GMT",
+             "b_pst":"2012-12-31 16:00:00 America/Los_Angeles",
+             "c":"1356998400000",
+             "d_ms":1356998400000}
+            """#.utf8)))
+        #expect(json.date("a") == newYear2013)
+        #expect(json.date("b") == newYear2013)
+        #expect(json.date("c") == newYear2013, "old transaction receipts put milliseconds in expires_date")
+        #expect(json.date("d") == newYear2013, "milliseconds as a JSON number")
+        #expect(json.date("missing") == nil)
+    }
+
+    @Test func writesWhatItReads() {
+        let date = Date(milliseconds: 1_795_260_050_492)
+        #expect(AppStoreDate.gmtText(newYear2013) == "2013-01-01 00:00:00 Etc/GMT")
+        #expect(AppStoreDate.pacificText(newYear2013) == "2012-12-31 16:00:00 America/Los_Angeles")
+        #expect(AppStoreDate.parse(AppStoreDate.millisecondsText(date)) == date)
+        #expect(AppStoreDate.parse(AppStoreDate.pacificText(date))?.milliseconds == date.milliseconds / 1000 * 1000)
+    }
+}

@@ -1,0 +1,241 @@
+@testable import AppStore
+import Foundation
+import LedgerDomain
+import Testing
+
+/// Every status path of the client, over real HTTP against a local server answering canned bodies.
+@Suite struct AppStoreReceiptVerifierTests {
+    static let validAnswer = #"""
+        {"status":0,"environment":"Production","receipt":{"bundle_id":"com.example.app","receipt_type":"Production",
+         "in_app":[{"quantity":"2","product_id":"coins","transaction_id":"1001","original_transaction_id":"1001",
+                    "purchase_date":"2013-01-01 00:00:00 Etc/GMT","purchase_date_ms":"1356998400000"}]}}
+        """#
+    static let sandboxAnswer = validAnswer.replacingOccurrences(of: #""environment":"Production""#, with: #""environment":"Sandbox""#)
+
+    let request = ReceiptVerificationRequest(receiptData: "bXktcmVjZWlwdA==", sharedSecret: SharedSecret("s3cr3t-value"), excludeOldTransactions: true)
+
+    @Test func validReceiptIsParsedAndTheRequestCarriesTheProtocolKeys() async throws {
+        let store = CannedAppStore([.production: [.json(Self.validAnswer)]])
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.environment == .production)
+        #expect(receipt.transactions.map(\.quantity) == [2])
+        #expect(receipt.receiptSHA256 == AppStoreReceiptVerifier.sha256Hex("bXktcmVjZWlwdA=="))
+        #expect(receipt.receiptSHA256.count == 64)
+        let sent = try #require(store.received.first).json
+        #expect(sent["receipt-data"] as? String == "bXktcmVjZWlwdA==")
+        #expect(sent["password"] as? String == "s3cr3t-value")
+        #expect(sent["exclude-old-transactions"] as? Bool == true)
+        #expect(store.count(.sandbox) == 0)
+    }
+
+    @Test func passwordAndExclusionAreLeftOutWhenNotGiven() async throws {
+        let store = CannedAppStore([.production: [.json(Self.validAnswer)]])
+        _ = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration)
+                .verify(ReceiptVerificationRequest(receiptData: "abc"), logger: quietLogger)
+        }
+        let sent = try #require(store.received.first).json
+        #expect(Set(sent.keys) == ["receipt-data"])
+    }
+
+    @Test func sandboxReceiptSentToProductionIsRetriedInTheSandbox() async throws {
+        let store = CannedAppStore([.production: [.status(21007)], .sandbox: [.json(Self.sandboxAnswer)]])
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.environment == .sandbox)
+        #expect(store.received.map(\.environment) == [.production, .sandbox])
+        #expect(store.received.last?.json["password"] as? String == "s3cr3t-value", "the sandbox gets the same request")
+    }
+
+    @Test func productionReceiptSentToTheSandboxIsRetriedInProduction() async throws {
+        let store = CannedAppStore([.sandbox: [.status(21008)], .production: [.json(Self.validAnswer)]])
+        var sandboxFirst = request
+        sandboxFirst.firstEnvironment = .sandbox
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(sandboxFirst, logger: quietLogger)
+        }
+        #expect(receipt.environment == .production)
+        #expect(store.received.map(\.environment) == [.sandbox, .production])
+    }
+
+    @Test func productionAnswerFromTheSandboxURLGoesBackToProductionOnlyOnce() async throws {
+        // Production says "sandbox", the sandbox says "production": misconfigured URLs, not a loop.
+        let store = CannedAppStore([.production: [.status(21007)], .sandbox: [.status(21008)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .invalidReceipt)
+        #expect(error.status?.code == 21008)
+        #expect(error.message.contains("URLs"))
+        #expect(store.received.map(\.environment) == [.production, .sandbox])
+    }
+
+    @Test func serverUnavailableIsRetriedAndThenSucceeds() async throws {
+        let store = CannedAppStore([.production: [.status(21005), .status(21005), .json(Self.validAnswer)]])
+        let receipt = try await store.run(maximumAttempts: 3) { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.transactions.count == 1)
+        #expect(store.count(.production) == 3)
+    }
+
+    @Test func serverUnavailableThroughEveryAttemptIsReportedUnavailable() async throws {
+        let store = CannedAppStore([.production: [.status(21005)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 4) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.isRetryable)
+        #expect(error.status?.code == 21005)
+        #expect(error.message.hasPrefix("App Store unavailable"))
+        #expect(store.count(.production) == 4)
+    }
+
+    @Test(arguments: [21100, 21150, 21199])
+    func retryableInternalErrorsAreRetried(status: Int) async throws {
+        let store = CannedAppStore([.production: [.status(status, isRetryable: true), .json(Self.validAnswer)]])
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.transactions.count == 1)
+        #expect(store.count(.production) == 2)
+    }
+
+    @Test func retryableInternalErrorThroughEveryAttemptIsUnavailable() async throws {
+        let store = CannedAppStore([.production: [.json(#"{"status":21102,"is-retryable":"true"}"#)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 2) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.status?.code == 21102)
+        #expect(store.count(.production) == 2)
+    }
+
+    @Test func internalErrorNotMarkedRetryableIsRefusedAtOnce() async throws {
+        let store = CannedAppStore([.production: [.status(21101, isRetryable: false)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .invalidReceipt)
+        #expect(error.status?.code == 21101)
+        #expect(store.count(.production) == 1)
+    }
+
+    @Test(arguments: [21000, 21002, 21003, 21004, 21010, 21999])
+    func refusalsNameTheStatusAndItsMeaningWithoutRetrying(status: Int) async throws {
+        let store = CannedAppStore([.production: [.status(status)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .invalidReceipt)
+        #expect(error.isRetryable == false)
+        #expect(error.status?.code == status)
+        #expect(error.message.contains("\(status)"))
+        #expect(error.message.contains(ReceiptStatus(code: status).meaning))
+        #expect(!error.message.contains("s3cr3t-value"))
+        #expect(store.count(.production) == 1)
+    }
+
+    @Test func sharedSecretMismatchPointsAtTheConfiguration() async throws {
+        let store = CannedAppStore([.production: [.status(21004)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.message.contains("shared secret"))
+        #expect(!"\(error)".contains("s3cr3t-value"))
+    }
+
+    @Test func expiredOldStyleSubscriptionIsValidWithItsContent() async throws {
+        let store = CannedAppStore([.production: [.json(try fixture("old_style_auto_renewable_expired"))]])
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.status.code == 21006)
+        #expect(receipt.environment == .production)
+        #expect(receipt.transactions.count == 2)
+    }
+
+    @Test func httpErrorsCountAsUnavailable() async throws {
+        let store = CannedAppStore([.production: [.http(503)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 2) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.message.contains("HTTP 503"))
+        #expect(store.count(.production) == 2)
+    }
+
+    @Test func timeoutsCountAsUnavailable() async throws {
+        // Generous margins: the server must see both attempts before each one times out, even on
+        // a loaded machine.
+        let store = CannedAppStore([.production: [.slow(milliseconds: 3_000, Self.validAnswer)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 2, timeout: .milliseconds(400)) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.message.contains("timed out"))
+        #expect(store.count(.production) == 2)
+    }
+
+    @Test func connectionRefusedCountsAsUnavailable() async throws {
+        // Nothing listens on the discard port on loopback.
+        let configuration = AppStoreConfiguration(
+            productionURL: "http://127.0.0.1:9/verifyReceipt",
+            sandboxURL: "http://127.0.0.1:9/verifyReceipt",
+            timeout: .milliseconds(500),
+            retry: RetryPolicy(maximumAttempts: 2, initialDelay: .milliseconds(1), maximumDelay: .milliseconds(2))
+        )
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.message.contains("did not answer"))
+    }
+
+    @Test(arguments: [
+        "<html>busy</html>",
+        #"{"receipt":{}}"#,
+        #"{"status":0}"#,
+        #"{"status":0,"receipt":{"in_app":[]}}"#,
+    ])
+    func unreadableAnswersAreMalformed(body: String) async throws {
+        let store = CannedAppStore([.production: [.json(body)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .malformedResponse)
+        #expect(store.count(.production) == 1)
+    }
+
+    @Test func theSharedSecretNeverAppearsInDescriptions() {
+        let secret = SharedSecret("s3cr3t-value")
+        #expect(!"\(secret)".contains("s3cr3t"))
+        #expect(!String(reflecting: secret).contains("s3cr3t"))
+        var dumped = ""
+        dump(request, to: &dumped)
+        #expect(!dumped.contains("s3cr3t"))
+        #expect(!"\(request)".contains("s3cr3t"))
+        #expect(secret.value == "s3cr3t-value")
+    }
+}
