@@ -117,6 +117,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "LedgerProjectionsTests",
+            dependencies: ["LedgerProjections", "LedgerDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerStore",

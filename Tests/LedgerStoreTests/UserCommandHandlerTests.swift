@@ -115,4 +115,24 @@ struct UserCommandHandlerTests {
             #expect(try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app) == nil)
         }
     }
+
+    @Test("as-of answers fold only what was recorded by then, by time or by position")
+    func asOf() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            let bought = try await postReceipt(handler, user: "u4", [Self.coins("41", quantity: 4)])
+            let consumed = try await handler.execute(app: Self.app, user: "u4") { state, catalog in
+                (try UserDecisions.consume(productId: "coins", quantity: 3, deviceId: "phone", catalog: catalog, on: state), ())
+            }
+            let events = try await PostgresEventStore(client: client, logger: TestDatabase.logger)
+                .readStream(StreamID.user(app: Self.app, user: "u4"), fromVersion: 1, limit: 10)
+            let boughtAt = try #require(events.first { $0.type == "PurchaseRecorded.v1" }).recordedAt
+
+            #expect(try await handler.state(app: Self.app, user: "u4", upToPosition: try #require(bought.append?.position)).balance(of: "coins") == 4)
+            #expect(try await handler.state(app: Self.app, user: "u4", upToPosition: try #require(consumed.append?.position)).balance(of: "coins") == 1)
+            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: boughtAt).0.balance(of: "coins") == 4)
+            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: boughtAt.addingTimeInterval(-60)).0.version == 0)
+            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: Date()).0.balance(of: "coins") == 1)
+        }
+    }
 }

@@ -1,0 +1,142 @@
+import Foundation
+import LedgerDomain
+import LedgerProjections
+import Testing
+
+func utc(_ text: String) -> Date { LedgerJSON.parseTimestamp(text)! }
+
+let catalog = ProductCatalog(products: [
+    try! Product(productId: "coins", type: .consumable),
+    try! Product(productId: "levels", type: .nonConsumable),
+    try! Product(productId: "pro", type: .autoRenewable, duration: try! ISODuration(parsing: "P1M")),
+    try! Product(productId: "gold.month", type: .nonRenewing, duration: try! ISODuration(parsing: "P1M"), subscriptionGroup: "gold"),
+    try! Product(productId: "gold.week", type: .nonRenewing, duration: try! ISODuration(parsing: "P7D"), subscriptionGroup: "gold"),
+])
+
+/// A user's stream built through the decisions, with log positions, as the runner folds it.
+struct History {
+    var state = UserLedger()
+    var position: Int64 = 0
+
+    mutating func append(_ events: [PendingEvent]) {
+        for event in events {
+            position += 1
+            state.apply(event.event, version: state.version + 1,
+                        context: .init(position: position, recordedAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(position))))
+        }
+    }
+
+    mutating func buy(_ id: String, _ product: String, kind: VerifiedTransaction.Kind = .purchase, original: String? = nil,
+                      quantity: Int = 1, at date: String, expires: String? = nil, device: String = "phone", price: String? = nil) throws {
+        append(try UserDecisions.recordReceipt(
+            [VerifiedTransaction(kind: kind, transactionId: id, originalTransactionId: original ?? id, productId: product,
+                                 quantity: quantity, purchaseDate: utc(date), expiresDate: expires.map(utc), environment: .production)],
+            app: "app", deviceId: device, price: price, currency: price == nil ? nil : "USD", receiptHash: "h", catalog: catalog, on: state
+        ).events)
+    }
+
+    mutating func revoke(_ id: String) throws {
+        append(try UserDecisions.revoke(transactionId: id, revokedAt: utc("2025-06-01T00:00:00.000Z"), reason: "refund", on: state))
+    }
+
+    func rows(_ projection: any UserProjection.Type) -> [[String?]] {
+        projection.rows(app: "app", user: "u", state: state, catalog: catalog)
+    }
+}
+
+@Suite("Projection rules, as pure folds")
+struct ProjectionRulesTests {
+    @Test("ownership: a non-consumable bought twice and restored is one row, for ever")
+    func ownershipOnce() throws {
+        var history = History()
+        try history.buy("1", "levels", at: "2025-01-01T00:00:00.000Z")
+        try history.buy("2", "levels", at: "2025-02-01T00:00:00.000Z", device: "tablet")
+        try history.buy("3", "levels", kind: .restore, original: "1", at: "2025-03-01T00:00:00.000Z", device: "laptop")
+        #expect(history.rows(OwnershipProjection.self) == [["levels", "non_consumable", "1", "2025-01-01T00:00:00.000Z", nil]])
+        try history.revoke("1")
+        #expect(history.rows(OwnershipProjection.self).isEmpty, "revoking the purchase removes what it gave")
+    }
+
+    @Test("ownership: an auto-renewable expires at the latest non-revoked expiry of its original")
+    func ownershipAutoRenewable() throws {
+        var history = History()
+        try history.buy("10", "pro", at: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z")
+        try history.buy("11", "pro", kind: .renewal, original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
+        #expect(history.rows(OwnershipProjection.self).first?[4] == "2025-03-01T00:00:00.000Z")
+        try history.revoke("11")
+        #expect(history.rows(OwnershipProjection.self).first?[4] == "2025-02-01T00:00:00.000Z")
+    }
+
+    @Test("ownership: non-renewing products of a group run from the first stacked start to the last end")
+    func ownershipNonRenewing() throws {
+        var history = History()
+        try history.buy("1", "gold.month", at: "2024-01-31T00:00:00.000Z")
+        try history.buy("2", "gold.week", at: "2024-02-01T00:00:00.000Z")
+        let rows = history.rows(OwnershipProjection.self)
+        #expect(rows.contains(["gold.month", "non_renewing", "1", "2024-01-31T00:00:00.000Z", "2024-02-29T00:00:00.000Z"]))
+        #expect(rows.contains(["gold.week", "non_renewing", "2", "2024-02-29T00:00:00.000Z", "2024-03-07T00:00:00.000Z"]))
+    }
+
+    @Test("balances: consumption at exactly the balance leaves zero; a later refund overdraws and is flagged")
+    func balances() throws {
+        var history = History()
+        try history.buy("1", "coins", quantity: 3, at: "2025-01-01T00:00:00.000Z")
+        history.append(try UserDecisions.consume(productId: "coins", quantity: 3, deviceId: "phone", catalog: catalog, on: history.state))
+        #expect(history.rows(ConsumableBalancesProjection.self) == [["coins", "3", "3", "0", "false"]])
+        try history.revoke("1")
+        #expect(history.rows(ConsumableBalancesProjection.self) == [["coins", "0", "3", "-3", "true"]])
+    }
+
+    @Test("subscription periods: revoking the middle of a stack moves the later periods up")
+    func periodsRestack() throws {
+        var history = History()
+        try history.buy("1", "gold.month", at: "2025-01-01T00:00:00.000Z")
+        try history.buy("2", "gold.month", at: "2025-01-02T00:00:00.000Z")
+        try history.buy("3", "gold.week", at: "2025-01-03T00:00:00.000Z")
+        #expect(history.rows(SubscriptionPeriodsProjection.self).map { $0[5] } == [
+            "2025-01-01T00:00:00.000Z", "2025-02-01T00:00:00.000Z", "2025-03-01T00:00:00.000Z",
+        ])
+        try history.revoke("2")
+        let periods = history.rows(SubscriptionPeriodsProjection.self)
+        #expect(periods.map { $0[0] } == ["1", "3"])
+        #expect(periods[1][5] == "2025-02-01T00:00:00.000Z")
+        #expect(periods[1][6] == "2025-02-08T00:00:00.000Z")
+    }
+
+    @Test("audit trail: purchases, renewals and refunds are money rows; restores and re-buys are not")
+    func auditTrail() throws {
+        var history = History()
+        try history.buy("1", "levels", at: "2025-01-01T00:00:00.000Z", price: "2.99")
+        try history.buy("2", "levels", at: "2025-02-01T00:00:00.000Z", price: "2.99")  // re-buy: a restore, no money
+        try history.buy("10", "pro", at: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z", price: "4.99")
+        try history.buy("11", "pro", kind: .renewal, original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
+        try history.revoke("10")
+        let rows = history.rows(AuditTrailProjection.self)
+        #expect(rows.map { "\($0[4]!):\($0[5]!)" } == ["purchase:1", "purchase:10", "refund:10", "renewal:11"])
+        #expect(rows.first { $0[5] == "1" }?[10] == "2.99")
+        #expect(rows.filter { $0[5] == "10" }.allSatisfy { $0[14] == "true" }, "both rows of the refunded purchase say revoked")
+        #expect(rows.allSatisfy { $0[2] == "production" })
+    }
+
+    @Test("deliveries and unfinished transactions follow the devices")
+    func deliveriesAndUnfinished() throws {
+        var history = History()
+        try history.buy("1", "gold.month", at: "2025-01-01T00:00:00.000Z")
+        try history.buy("2", "coins", at: "2025-01-01T00:00:00.000Z")
+        history.append([PendingEvent(.transactionFinished(TransactionFinished(transactionId: "2", deviceId: "phone")))])
+        history.append(UserDecisions.restoreNonRenewing(toDevice: "tablet", catalog: catalog, on: history.state).events)
+        let deliveries = history.rows(DeviceDeliveriesProjection.self).map { "\($0[0]!):\($0[1]!):\($0[3]!)" }
+        #expect(deliveries == ["phone:1:purchase", "phone:2:purchase", "tablet:1:subscription_restore"])
+        #expect(history.rows(UnfinishedTransactionsProjection.self).map { $0[0] } == ["1"])
+    }
+
+    @Test("a repeated restore to the same device adds no delivery")
+    func repeatedRestore() throws {
+        var history = History()
+        try history.buy("1", "gold.month", at: "2025-01-01T00:00:00.000Z")
+        for _ in 0..<3 {
+            history.append(UserDecisions.restoreNonRenewing(toDevice: "tablet", catalog: catalog, on: history.state).events)
+        }
+        #expect(history.rows(DeviceDeliveriesProjection.self).filter { $0[0] == "tablet" }.count == 1)
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import LedgerDomain
+import LedgerProjections
+@testable import LedgerStore
+import PostgresNIO
+import Testing
+
+@Suite("Incremental projections equal a rebuild, whatever the batches and the stops")
+struct ProjectionPropertyTests {
+    @Test("random histories, random batch sizes, stopped and resumed, the last batch run twice: no difference from a rebuild", arguments: [7, 19, 31])
+    func incrementalEqualsRebuild(seed: Int) async throws {
+        try await TestDatabase.withDatabase("property\(seed)") { client, settings in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            _ = try await HistorySeeder(store: store, logger: TestDatabase.logger).run(
+                .init(apps: 2, users: 12, events: 300, concurrency: 3, seed: UInt64(seed))
+            )
+            var random = SplitMix(seed: UInt64(seed))
+            let head = try await store.headPosition()
+            // Several runners in a row, each with its own batch size, each stopped early.
+            for _ in 0..<3 {
+                let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                              batchSize: 1 + Int(random.next() % 40), pollInterval: .milliseconds(50),
+                                              logger: TestDatabase.logger)
+                let stopAt = Int64(random.next() % UInt64(head))
+                _ = try await ProjectionRunnerTests.runUntil(runner) {
+                    try await ProjectionRunnerTests.checkpoint(OwnershipProjection.self, client).0 >= stopAt
+                }
+            }
+            // Then to the end.
+            let last = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                                        batchSize: 50, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            #expect(try await ProjectionRunnerTests.runUntil(last) {
+                for projection in Projections.all where try await ProjectionRunnerTests.checkpoint(projection, client).0 < head {
+                    return false
+                }
+                return true
+            })
+            // Re-running the last batch (as after a crash between the work and the reply) changes nothing.
+            let runner = ProjectionRunner(client: client, listenConfiguration: nil, logger: TestDatabase.logger)
+            let lastBatch = try await store.readAll(after: max(0, head - 25), stream: nil, limit: 25)
+            for projection in Projections.all {
+                try await runner.applyRows(lastBatch, to: projection, table: projection.tableName)
+            }
+            let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
+            for projection in Projections.all {
+                let report = try await rebuilder.rebuild(projection, dryRun: true)
+                #expect(report.differences == [], "\(projection.name), seed \(seed)")
+            }
+        }
+    }
+}
