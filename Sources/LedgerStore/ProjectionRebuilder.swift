@@ -180,7 +180,7 @@ public struct ProjectionRebuilder: Sendable {
                               events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
                               liveVersion: live?.version)
             } catch {
-                try? await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                _ = try? await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
                 throw error
             }
         }

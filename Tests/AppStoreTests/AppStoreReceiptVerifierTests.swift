@@ -183,17 +183,19 @@ import Testing
     }
 
     @Test func timeoutsCountAsUnavailable() async throws {
-        // Generous margins: the server must see both attempts before each one times out, even on
-        // a loaded machine.
         let store = CannedAppStore([.production: [.slow(milliseconds: 3_000, Self.validAnswer)]])
+        let started = ContinuousClock.now
         let error = try await #require(throws: ReceiptVerificationError.self) {
-            try await store.run(maximumAttempts: 2, timeout: .milliseconds(400)) { configuration in
+            try await store.run(maximumAttempts: 2, timeout: .milliseconds(300)) { configuration in
                 try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
             }
         }
         #expect(error.code == .unavailable)
         #expect(error.message.contains("timed out"))
-        #expect(store.count(.production) == 2)
+        // Both attempts waited out their timeout: a lower bound, which a loaded machine cannot break
+        // (counting the server's hits could: the second request may time out before it is read).
+        #expect(ContinuousClock.now - started >= .milliseconds(600))
+        #expect(store.count(.production) >= 1)
     }
 
     @Test func connectionRefusedCountsAsUnavailable() async throws {

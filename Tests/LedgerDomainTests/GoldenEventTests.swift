@@ -79,3 +79,24 @@ struct GoldenEventTests {
         #expect(LedgerJSON.parseTimestamp("2013-01-01T00:00:00Z") == Date(timeIntervalSince1970: 1_356_998_400))
     }
 }
+
+@Suite("Reading stored timestamps")
+struct TimestampParsingTests {
+    @Test("the fast path agrees with Foundation's parser, across leap days, month ends and eras", arguments: [
+        "1970-01-01T00:00:00.000Z", "2013-01-01T00:00:00.123Z", "2024-02-29T23:59:59.999Z", "2000-03-01T12:30:45.500Z",
+        "1969-12-31T23:59:59.001Z", "2100-02-28T00:00:00.000Z", "2038-01-19T03:14:08.000Z",
+    ])
+    func agrees(_ text: String) throws {
+        let fast = try #require(LedgerJSON.parseTimestamp(text))
+        let foundation = try Date(text, strategy: .iso8601.year().month().day().dateTimeSeparator(.standard).time(includingFractionalSeconds: true))
+        #expect(abs(fast.timeIntervalSince(foundation)) < 0.000_5)
+        #expect(LedgerJSON.formatTimestamp(fast) == text)
+    }
+
+    @Test("malformed stored timestamps are not read as something else", arguments: [
+        "2024-13-01T00:00:00.000Z", "2024-02-30T00:00:00.000Z", "2024-02-29 00:00:00.000Z", "2024-02-2900:00:00.000Z", "yesterday",
+    ])
+    func malformed(_ text: String) {
+        #expect(LedgerJSON.parseTimestamp(text) == nil)
+    }
+}
