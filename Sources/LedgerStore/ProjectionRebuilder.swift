@@ -60,46 +60,83 @@ public struct ProjectionRebuilder: Sendable {
     // MARK: Building
 
     /// Folds the log up to its gap-safe head into per-user states and catalogs.
-    struct Fold {
+    struct Fold: Sendable {
         var users: [UserKey: UserLedger] = [:]
         var catalogs: [String: ProductCatalog] = [:]
         var position: Int64 = 0
         var events = 0
+
+        mutating func apply(_ decoded: Decoded) {
+            switch decoded {
+            case .user(let user, let event, let version, let context):
+                users[user, default: UserLedger()].apply(event, version: version, context: context)
+            case .catalog(let app, let definition):
+                catalogs[app, default: ProductCatalog()].apply(definition)
+            case .other:
+                break
+            }
+        }
     }
 
     func scan(upTo limit: Int64, progress: @Sendable (Progress) -> Void) async throws -> Fold {
         var fold = Fold()
         let started = ContinuousClock.now
         let head = min(try await store.headPosition(), limit)
-        while true {
-            let events = try await store.readAll(after: fold.position, stream: nil, limit: 20_000).filter { $0.position <= limit }
-            guard let last = events.last else { break }
-            for event in events {
-                try Self.apply(event, to: &fold)
+        let pageSize = 20_000
+        var page = try await store.readAll(after: 0, stream: nil, limit: pageSize).filter { $0.position <= limit }
+        while let last = page.last {
+            // The next page is read while this one is decoded (the database and this process
+            // work at the same time), and decoding uses every core.
+            let more = page.count == pageSize && last.position < limit
+            async let next = more
+                ? store.readAll(after: last.position, stream: nil, limit: pageSize).filter { $0.position <= limit }
+                : []
+            for decoded in try await Self.decode(page) {
+                fold.apply(decoded)
             }
             fold.position = last.position
-            fold.events += events.count
+            fold.events += page.count
             progress(Progress(position: fold.position, head: max(head, fold.position), events: fold.events, elapsed: .now - started))
-            if events.count < 20_000 { break }
+            page = try await next
         }
         return fold
     }
 
-    static func apply(_ event: RecordedEvent, to fold: inout Fold) throws {
+    /// One event, decoded, with what the fold needs of its envelope.
+    enum Decoded: Sendable {
+        case user(UserKey, UserEvent, version: Int64, UserLedger.Context)
+        case catalog(app: String, ProductDefined)
+        case other
+    }
+
+    /// Decodes a page in parallel chunks, keeping the page's order.
+    static func decode(_ page: [RecordedEvent]) async throws -> [Decoded] {
+        let chunks = max(1, min(ProcessInfo.processInfo.activeProcessorCount, page.count / 1_000))
+        let size = (page.count + chunks - 1) / chunks
+        return try await withThrowingTaskGroup(of: (Int, [Decoded]).self) { group in
+            for chunk in 0..<chunks {
+                let slice = Array(page[min(page.count, chunk * size)..<min(page.count, (chunk + 1) * size)])
+                group.addTask { (chunk, try slice.map(decode)) }
+            }
+            var parts = [[Decoded]](repeating: [], count: chunks)
+            for try await (index, part) in group { parts[index] = part }
+            return parts.flatMap { $0 }
+        }
+    }
+
+    static func decode(_ event: RecordedEvent) throws -> Decoded {
         if let user = UserKey(streamID: event.streamID) {
-            let decoded: UserEvent
             do {
-                decoded = try UserEvent(type: event.type, data: event.data)
+                return .user(user, try UserEvent(type: event.type, data: event.data), version: event.streamVersion,
+                             .init(position: event.position, recordedAt: event.recordedAt))
             } catch {
                 throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
             }
-            fold.users[user, default: UserLedger()].apply(
-                decoded, version: event.streamVersion, context: .init(position: event.position, recordedAt: event.recordedAt)
-            )
-        } else if event.streamID.hasPrefix("catalog/"), event.type == ProductDefined.typeName.stored {
-            let app = String(event.streamID.dropFirst("catalog/".count))
-            fold.catalogs[app, default: ProductCatalog()].apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
         }
+        if event.streamID.hasPrefix("catalog/"), event.type == ProductDefined.typeName.stored {
+            return .catalog(app: String(event.streamID.dropFirst("catalog/".count)), try LedgerJSON.decode(ProductDefined.self, from: event.data))
+        }
+        return .other
     }
 
     /// Builds `projection` into `table` (created afresh) and returns the position it reflects.
@@ -198,10 +235,17 @@ public struct ProjectionRebuilder: Sendable {
     ) async throws -> [Report] {
         let started = ContinuousClock.now
         let fold = try await scan(upTo: .max, progress: progress)
+        // The tables are written concurrently: producing rows is this process's work, COPY the
+        // database's, and there is a core for each.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for projection in projections {
+                group.addTask { try await write(fold, projection, into: "\(projection.tableName)_rebuild") }
+            }
+            try await group.waitForAll()
+        }
         var reports: [Report] = []
         for projection in projections {
             let table = "\(projection.tableName)_rebuild"
-            try await write(fold, projection, into: table)
             var position = try await catchUp(projection, table: table, from: fold.position)
             position = try await switchOver(projection, rebuilt: table, at: position)
             reports.append(Report(projection: projection.name, version: projection.version, position: position, events: fold.events,
