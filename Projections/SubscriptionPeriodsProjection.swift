@@ -26,12 +26,10 @@ public enum SubscriptionPeriodsProjection: UserProjection {
             return [period.transactionId, original, period.productId, period.group, ProductType.nonRenewing.rawValue,
                     text(period.start), text(period.end)]
         }
-        for transaction in state.transactionsInOrder
-        where transaction.productType == .autoRenewable && transaction.kind != .restore && !transaction.isRevoked {
-            guard let expires = transaction.expiresDate else { continue }
-            let group = catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId
-            rows.append([transaction.transactionId, transaction.originalTransactionId, transaction.productId, group,
-                         ProductType.autoRenewable.rawValue, text(transaction.purchaseDate), text(expires)])
+        for period in UserDecisions.autoRenewablePeriods(of: state, catalog: catalog) {
+            let original = state.transactions[period.transactionId]?.originalTransactionId ?? period.transactionId
+            rows.append([period.transactionId, original, period.productId, period.group, ProductType.autoRenewable.rawValue,
+                         text(period.start), text(period.end)])
         }
         return rows
     }

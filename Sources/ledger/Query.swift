@@ -128,19 +128,11 @@ struct Query: AsyncParsableCommand {
         func run() async throws {
             let (state, catalog, instant) = try await target.load(options)
             struct Period: Encodable { let kind, productId, group, transactionId: String; let start, end: Date; let active: Bool }
-            var periods = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog).map {
-                Period(kind: "non_renewing", productId: $0.productId, group: $0.group, transactionId: $0.transactionId,
-                       start: $0.start, end: $0.end, active: $0.isActive(at: instant))
-            }
-            for transaction in state.transactionsInOrder
-            where transaction.productType == .autoRenewable && transaction.kind != .restore && !transaction.isRevoked {
-                guard let expires = transaction.expiresDate else { continue }
-                periods.append(Period(
-                    kind: "auto_renewable", productId: transaction.productId,
-                    group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
-                    transactionId: transaction.transactionId, start: transaction.purchaseDate, end: expires,
-                    active: transaction.purchaseDate <= instant && instant < expires
-                ))
+            let kinds = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog).map { ("non_renewing", $0) }
+                + UserDecisions.autoRenewablePeriods(of: state, catalog: catalog).map { ("auto_renewable", $0) }
+            let periods = kinds.map { kind, period in
+                Period(kind: kind, productId: period.productId, group: period.group, transactionId: period.transactionId,
+                       start: period.start, end: period.end, active: period.isActive(at: instant))
             }
             try Query.print(periods)
         }

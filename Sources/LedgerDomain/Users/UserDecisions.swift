@@ -189,4 +189,19 @@ public enum UserDecisions {
         }
         return NonRenewingSchedule.periods(of: purchases)
     }
+
+    /// The user's auto-renewable periods: each non-revoked purchase or renewal's
+    /// `[purchase date, expiry)`, in the product's subscription group.
+    public static func autoRenewablePeriods(of state: UserLedger, catalog: ProductCatalog) -> [SubscriptionPeriod] {
+        state.transactionsInOrder.compactMap { transaction in
+            guard transaction.productType == .autoRenewable, transaction.kind != .restore, !transaction.isRevoked,
+                  let expires = transaction.expiresDate
+            else { return nil }
+            return SubscriptionPeriod(
+                transactionId: transaction.transactionId, productId: transaction.productId,
+                group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
+                start: transaction.purchaseDate, end: expires
+            )
+        }
+    }
 }
