@@ -29,12 +29,7 @@ struct ProjectionPropertyTests {
             // Then to the end.
             let last = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
                                         batchSize: 50, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
-            #expect(try await ProjectionRunnerTests.runUntil(last) {
-                for projection in Projections.all where try await ProjectionRunnerTests.checkpoint(projection, client).0 < head {
-                    return false
-                }
-                return true
-            })
+            #expect(try await ProjectionRunnerTests.runUntilCaughtUp(last, client, head: head))
             // Re-running the last batch (as after a crash between the work and the reply) changes nothing.
             let runner = ProjectionRunner(client: client, listenConfiguration: nil, logger: TestDatabase.logger)
             let lastBatch = try await store.readAll(after: max(0, head - 25), stream: nil, limit: 25)

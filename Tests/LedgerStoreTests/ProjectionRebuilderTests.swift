@@ -87,12 +87,7 @@ struct ProjectionRebuilderTests {
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
                                           batchSize: 10, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
-            #expect(try await ProjectionRunnerTests.runUntil(runner) {
-                for projection in Projections.all where try await ProjectionRunnerTests.checkpoint(projection, client).0 < head {
-                    return false
-                }
-                return true
-            })
+            #expect(try await ProjectionRunnerTests.runUntilCaughtUp(runner, client, head: head))
             let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
             for projection in Projections.all {
                 let report = try await rebuilder.rebuild(projection, dryRun: true)

@@ -95,6 +95,16 @@ struct ProjectionRunnerTests {
         }
     }
 
+    /// Runs `runner` until every projection has applied the log up to `head`.
+    static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: PostgresClient, head: Int64) async throws -> Bool {
+        try await runUntil(runner) {
+            for projection in Projections.all where try await checkpoint(projection, client).0 < head {
+                return false
+            }
+            return true
+        }
+    }
+
     @Test("every projection matches a rebuild from the pure folds; views point at the live version")
     func rowsMatchFolds() async throws {
         try await TestDatabase.withDatabase { client, settings in
@@ -102,12 +112,7 @@ struct ProjectionRunnerTests {
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
                                           batchSize: 25, pollInterval: .milliseconds(100), logger: TestDatabase.logger)
-            #expect(try await Self.runUntil(runner) {
-                for projection in Projections.all where try await Self.checkpoint(projection, client).0 < head {
-                    return false
-                }
-                return true
-            })
+            #expect(try await Self.runUntilCaughtUp(runner, client, head: head))
             for projection in Projections.all {
                 let expected = try await Self.expectedRows(projection, handler, users: 12)
                 let actual = try await Self.tableRows(projection, client)
