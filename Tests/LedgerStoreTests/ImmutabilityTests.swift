@@ -1,3 +1,4 @@
+import LedgerTesting
 import LedgerDomain
 @testable import LedgerStore
 import PostgresNIO

@@ -1,4 +1,5 @@
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 

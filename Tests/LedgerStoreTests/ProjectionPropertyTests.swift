@@ -1,3 +1,4 @@
+import LedgerTesting
 import Foundation
 import LedgerDomain
 import LedgerProjections

@@ -2,15 +2,16 @@ import Foundation
 import LedgerStore
 import Logging
 import PostgresNIO
-import Testing
 
+/// Shared by the integration test targets.
+///
 /// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` when set, otherwise the
 /// same managed local server the program uses (under the package's `.ledger/`).
 ///
 /// Every test gets a database of its own, migrated, so tests run in parallel without sharing a
 /// log. There is no skipping: when no server can be had, the test fails and says why.
-enum TestDatabase {
-    static let logger: Logger = {
+public enum TestDatabase {
+    public static let logger: Logger = {
         var logger = Logger(label: "ledger-tests")
         logger.logLevel = ProcessInfo.processInfo.environment["LEDGER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .warning
         return logger
@@ -39,12 +40,12 @@ enum TestDatabase {
         }
     }
 
-    static func settings() async throws -> DatabaseSettings {
+    public static func settings() async throws -> DatabaseSettings {
         try await server.value
     }
 
     /// Runs `body` against a new, migrated database that is dropped afterwards.
-    static func withDatabase<Result: Sendable>(
+    public static func withDatabase<Result: Sendable>(
         _ name: String = #function,
         migrate: Bool = true,
         _ body: @Sendable (PostgresClient, DatabaseSettings) async throws -> Result
@@ -70,7 +71,7 @@ enum TestDatabase {
     }
 
     /// A connection of its own, for holding a transaction open or acting as another session.
-    static func withConnection<Result: Sendable>(
+    public static func withConnection<Result: Sendable>(
         _ settings: DatabaseSettings,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
@@ -89,7 +90,7 @@ enum TestDatabase {
 }
 
 /// Polls `condition` until it holds or `timeout` passes; a generous bound, not a speed claim.
-func eventually(
+public func eventually(
     timeout: Duration = .seconds(30),
     _ condition: @Sendable () async throws -> Bool
 ) async throws -> Bool {
@@ -100,19 +101,3 @@ func eventually(
     }
     return try await condition()
 }
-
-extension NewEvent {
-    /// A small purchase-like event for tests.
-    static func purchase(_ transactionID: String, app: String = "com.example.app", deduplicate: Bool = true) throws -> NewEvent {
-        try NewEvent(
-            type: EventTypeName("PurchaseRecorded", version: 1),
-            data: #"{"transactionId":"\#(transactionID)","productId":"coins.100","quantity":1}"#,
-            metadata: #"{"requestId":"test"}"#,
-            deduplicationKey: deduplicate
-                ? .appStoreTransaction(app: app, environment: "sandbox", kind: "payment", transactionID: transactionID)
-                : nil
-        )
-    }
-}
-
-import LedgerDomain

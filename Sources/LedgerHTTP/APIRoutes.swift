@@ -1,0 +1,54 @@
+import Hummingbird
+
+/// What a key must be allowed to do to call a route.
+public enum APIScope: String, CaseIterable, Codable, Hashable, Sendable {
+    case ingest, read, finance, admin
+}
+
+/// One route of the HTTP API, as `/openapi.json` describes it.
+public struct APIRoute: Hashable, Sendable, CustomStringConvertible {
+    public let method: HTTPRequest.Method
+    /// The path in OpenAPI form, e.g. `/v1/apps/{bundleId}/products`.
+    public let path: String
+    /// nil: no key needed.
+    public let scope: APIScope?
+
+    public init(_ method: HTTPRequest.Method, _ path: String, _ scope: APIScope?) {
+        self.method = method
+        self.path = path
+        self.scope = scope
+    }
+
+    /// The path in Hummingbird's form, e.g. `/v1/apps/:bundleId/products`.
+    public var routerPath: String {
+        path.split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            segment.hasPrefix("{") && segment.hasSuffix("}") ? ":" + segment.dropFirst().dropLast() : String(segment)
+        }.joined(separator: "/")
+    }
+
+    public var description: String { "\(method) \(path)" }
+}
+
+/// Every route the server serves; the OpenAPI document is checked against this list.
+public enum APIRoutes {
+    public static let all: [APIRoute] = [
+        APIRoute(.get, "/health", nil),
+        APIRoute(.get, "/openapi.json", nil),
+        APIRoute(.get, "/metrics", nil),
+        APIRoute(.put, "/v1/apps/{bundleId}/products/{productId}", .admin),
+        APIRoute(.get, "/v1/apps/{bundleId}/products", .read),
+        APIRoute(.post, "/v1/apps/{bundleId}/receipts", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/transactions/{transactionId}/finish", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/failures", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/transactions/{transactionId}/revoke", .admin),
+        APIRoute(.post, "/v1/apps/{bundleId}/users/{userId}/consumptions", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/users/{userId}/devices/{deviceId}/restore", .ingest),
+        APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/entitlements", .read),
+        APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/balances", .read),
+        APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/subscriptions", .read),
+        APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/history", .read),
+        APIRoute(.get, "/v1/audit/events", .finance),
+        APIRoute(.get, "/v1/audit/summary", .finance),
+        APIRoute(.get, "/v1/audit/unclassified", .finance),
+    ]
+}
