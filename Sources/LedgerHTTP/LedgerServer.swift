@@ -1,3 +1,4 @@
+import AppStore
 import Hummingbird
 import LedgerStore
 import Logging
@@ -6,25 +7,39 @@ import ServiceLifecycle
 
 /// The ledger's HTTP server: its routes over the store, as a service of the caller's group.
 public struct LedgerServer: Sendable {
-    /// Where the server listens.
+    /// Where the server listens and how the API behaves.
     public struct Configuration: Sendable {
         public var host: String
         public var port: Int
+        public var api: LedgerAPI.Configuration
 
-        public init(host: String = "127.0.0.1", port: Int = 8080) {
+        public init(host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init()) {
             self.host = host
             self.port = port
+            self.api = api
         }
     }
 
     let configuration: Configuration
-    let store: PostgresEventStore
+    let client: PostgresClient
+    let verifier: any ReceiptVerifier
     let logger: Logger
 
-    public init(configuration: Configuration, store: PostgresEventStore, logger: Logger) {
+    public init(configuration: Configuration, client: PostgresClient, verifier: any ReceiptVerifier, logger: Logger) {
         self.configuration = configuration
-        self.store = store
+        self.client = client
+        self.verifier = verifier
         self.logger = logger
+    }
+
+    /// Every route, behind the request-id and error middleware.
+    public func router() -> Router<LedgerRequestContext> {
+        let router = Router(context: LedgerRequestContext.self)
+        router.middlewares.add(RequestIDMiddleware())
+        router.middlewares.add(ErrorMiddleware())
+        HealthController(client: client, logger: logger).addRoutes(to: router)
+        LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, logger: logger).addRoutes(to: router)
+        return router
     }
 
     /// The Hummingbird application; `services` run in its service group (the Postgres client first).
@@ -32,11 +47,8 @@ public struct LedgerServer: Sendable {
         services: [any Service],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
-        let router = Router()
-        router.middlewares.add(LogRequestsMiddleware(.debug))
-        HealthController(store: store).addRoutes(to: router)
-        return Application(
-            router: router,
+        Application(
+            router: router(),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "purchase-ledger"),
             services: services,
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },

@@ -41,12 +41,16 @@ public struct ProjectionRunner: Service {
         self.logger = logger
     }
 
+    /// Follows the log for every projection until cancelled or gracefully shut down. A batch in
+    /// flight at shutdown rolls back and is applied again at the next start.
     public func run() async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            for projection in projections {
-                group.addTask { await runProjection(projection) }
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for projection in projections {
+                    group.addTask { await runProjection(projection) }
+                }
+                try await group.waitForAll()
             }
-            try await group.waitForAll()
         }
     }
 

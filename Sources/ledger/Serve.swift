@@ -1,3 +1,4 @@
+import AppStore
 import ArgumentParser
 import Foundation
 import LedgerHTTP
@@ -12,7 +13,13 @@ struct Serve: AsyncParsableCommand {
         abstract: "Run the ledger's HTTP server (migrating the database first).",
         discussion: """
             With nothing configured it starts the managed local PostgreSQL under .ledger/, applies the
-            migrations and listens on 127.0.0.1:8080. Stop it with Ctrl-C or SIGTERM: requests in flight finish first.
+            migrations and listens on 127.0.0.1:8080. Register an app and a key first:
+              ledger apps add com.example.app --shared-secret <secret>
+              ledger keys create --app com.example.app --scope ingest,read
+            Receipts are verified with Apple's verifyReceipt unless LEDGER_APPSTORE_PRODUCTION_URL and
+            LEDGER_APPSTORE_SANDBOX_URL (or the flags) point elsewhere, e.g. at `ledger appstore-sim`.
+            The configuration in effect is logged at start, secrets masked. Stop with Ctrl-C or SIGTERM:
+            requests in flight finish first.
             """
     )
 
@@ -24,6 +31,15 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Port to listen on (default: $LEDGER_PORT or 8080).")
     var port: Int?
 
+    @Option(help: "App Store production verifyReceipt URL (default: $LEDGER_APPSTORE_PRODUCTION_URL or Apple's).")
+    var appstoreProductionURL: String?
+
+    @Option(help: "App Store sandbox verifyReceipt URL (default: $LEDGER_APPSTORE_SANDBOX_URL or Apple's).")
+    var appstoreSandboxURL: String?
+
+    @Option(help: "Longest a read with minPosition waits for the projections, in milliseconds (default: $LEDGER_READ_WAIT_MS or 5000).")
+    var readWaitMs: Int?
+
     func run() async throws {
         let logger = try options.makeLogger()
         let environment = ProcessInfo.processInfo.environment
@@ -32,10 +48,35 @@ struct Serve: AsyncParsableCommand {
         guard let port = Int(portText), (0...65535).contains(port) else {
             throw CommandFailure(message: "port '\(portText)' (from --port or LEDGER_PORT) is not a number from 0 to 65535")
         }
+        let waitText = readWaitMs.map(String.init) ?? environment["LEDGER_READ_WAIT_MS"] ?? "5000"
+        guard let wait = Int(waitText), (0...60_000).contains(wait) else {
+            throw CommandFailure(message: "read wait '\(waitText)' (from --read-wait-ms or LEDGER_READ_WAIT_MS) is not a number of milliseconds from 0 to 60000")
+        }
+        var appStore = AppStoreConfiguration.fromEnvironment(environment)
+        if let appstoreProductionURL { appStore.productionURL = appstoreProductionURL }
+        if let appstoreSandboxURL { appStore.sandboxURL = appstoreSandboxURL }
+        for url in [appStore.productionURL, appStore.sandboxURL] where URL(string: url)?.host == nil {
+            throw CommandFailure(message: "App Store URL '\(url)' is not an http(s) URL")
+        }
         let settings = try await options.databaseSettings(logger: logger)
+        let configuration = LedgerServer.Configuration(host: host, port: port, api: .init(readWaitTimeout: .milliseconds(wait)))
+        try await Self.serve(settings: settings, configuration: configuration, appStore: appStore, logger: logger) { _ in }
+    }
+
+    /// Migrates, then runs the server and the projection runner until shutdown. The demo runs the same.
+    static func serve(
+        settings: DatabaseSettings, configuration: LedgerServer.Configuration, appStore: AppStoreConfiguration,
+        logger: Logger, gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
+        onServerRunning: @escaping @Sendable (Int) async -> Void
+    ) async throws {
         logger.info("configuration", metadata: [
             "ledger.database": "\(settings.url())",
-            "ledger.listen": "\(host):\(port)",
+            "ledger.listen": "\(configuration.host):\(configuration.port)",
+            "ledger.appstore.production_url": "\(appStore.productionURL)",
+            "ledger.appstore.sandbox_url": "\(appStore.sandboxURL)",
+            "ledger.appstore.timeout": "\(appStore.timeout)",
+            "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
+            "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
         ])
         let report = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await Migrator.bundled().migrate(client, logger: logger)
@@ -46,17 +87,18 @@ struct Serve: AsyncParsableCommand {
         ])
 
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
-        let store = PostgresEventStore(client: client, logger: logger)
-        let server = LedgerServer(configuration: .init(host: host, port: port), store: store, logger: logger)
+        let verifier = AppStoreReceiptVerifier(configuration: appStore)
+        let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, logger: logger)
         let projections = ProjectionRunner(
             client: client, listenConfiguration: settings.connectionConfiguration, logger: logger
         )
         let application = server.application(services: [client, projections]) { boundPort in
-            logger.info("ledger serving", metadata: ["ledger.url": "http://\(host):\(boundPort)"])
+            logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
+            await onServerRunning(boundPort)
         }
         let group = ServiceGroup(configuration: .init(
             services: [application],
-            gracefulShutdownSignals: [.sigterm, .sigint],
+            gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
         try await group.run()

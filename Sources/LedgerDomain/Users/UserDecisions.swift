@@ -205,3 +205,26 @@ public enum UserDecisions {
         }
     }
 }
+
+extension UserDecisions {
+    /// The app finished a transaction (StoreKit `finishTransaction`). Finishing it again records nothing.
+    public static func finish(transactionId: String, deviceId: String, on state: UserLedger) throws(DecisionError) -> [PendingEvent] {
+        guard state.transactions[transactionId] != nil else { throw .unknownTransaction(transactionId) }
+        guard !state.finished.contains(transactionId) else { return [] }
+        return registerDevice(deviceId, on: state)
+            + [PendingEvent(.transactionFinished(TransactionFinished(transactionId: transactionId, deviceId: deviceId)))]
+    }
+
+    /// A purchase the App Store did not complete (failed or cancelled by the user): no money, but support wants to see it.
+    public static func recordFailure(
+        productId: String, deviceId: String, errorCode: String, cancelled: Bool, on state: UserLedger
+    ) throws(DecisionError) -> [PendingEvent] {
+        let code = errorCode.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !code.isEmpty, code.count <= 100 else {
+            throw .invalidInput("errorCode must have 1 to 100 characters (the SKError code or its name)")
+        }
+        return registerDevice(deviceId, on: state) + [PendingEvent(.purchaseFailed(PurchaseFailed(
+            productId: productId, deviceId: deviceId, errorCode: code, cancelled: cancelled
+        )))]
+    }
+}

@@ -12,6 +12,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     public struct Outcome<Value: Sendable>: Sendable {
         /// The append, or nil when the decision wrote nothing.
         public let append: AppendResult?
+        /// The events the final decision asked for, in the order of `append.outcomes`.
+        public let events: [PendingEvent]
         /// The stream's state after the command (what was read plus what was appended).
         public let state: UserLedger
         public let catalog: ProductCatalog
@@ -49,7 +51,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
             var state = try await load(stream)
             let (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {
-                return Outcome(append: nil, state: state, catalog: catalog, value: value)
+                return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
             }
             try await refuseTransactionsOfOtherUsers(events, stream: stream)
             let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
@@ -67,7 +69,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 for (pending, outcome) in zip(events, result.outcomes) {
                     if case .appended(_, let version) = outcome { state.apply(pending.event, version: version) }
                 }
-                return Outcome(append: result, state: state, catalog: catalog, value: value)
+                return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
                 logger.debug("user stream moved while deciding, deciding again", metadata: [
                     "ledger.stream": "\(stream)", "ledger.attempt": "\(attempt)",

@@ -1,0 +1,26 @@
+import Foundation
+import Hummingbird
+import LedgerStore
+import Logging
+
+/// Who may call what: the bearer key, its scopes, and its one app.
+struct APIAccess: Sendable {
+    let registry: AppRegistry
+
+    /// The caller's key when it has `scope`; for app routes, the key must belong to `app`
+    /// (another app's routes answer 404, so a key never learns which apps exist).
+    func authorize(_ request: Request, _ context: inout LedgerRequestContext, scope: APIScope, app: String? = nil) async throws -> APIKey {
+        guard let header = request.headers[.authorization] else { throw APIError.unauthorized }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer",
+              let key = try await registry.authenticate(String(parts[1]).trimmingCharacters(in: .whitespaces))
+        else { throw APIError.unauthorized }
+        context.apiKey = key
+        context.logger[metadataKey: "ledger.key_id"] = .string(key.keyId)
+        if let app, app != key.app {
+            throw APIError.notFound("there is no app \(app) for this key")
+        }
+        guard key.scopes.contains(scope.rawValue) else { throw APIError.forbidden(scope: scope.rawValue) }
+        return key
+    }
+}

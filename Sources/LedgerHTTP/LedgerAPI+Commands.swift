@@ -1,0 +1,150 @@
+import Foundation
+import Hummingbird
+import LedgerDomain
+import LedgerStore
+
+extension LedgerAPI {
+    struct FinishBody: Codable, Sendable { let deviceId: String }
+    struct FailureBody: Codable, Sendable { let userId: String; let deviceId: String; let productId: String; let errorCode: String; let cancelled: Bool }
+    struct RevokeBody: Codable, Sendable { let reason: String; let revokedAt: Date? }
+    struct ConsumptionBody: Codable, Sendable { let productId: String; let quantity: Int; let deviceId: String }
+
+    /// `POST …/transactions/{transactionId}/finish`: the app finished the transaction on a device.
+    func finish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let transactionID = try Self.parameter("transactionId", context)
+        let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes)
+        try Self.validateIdentifier(body.deviceId, field: "deviceId")
+        return try await idempotent(request, context, app: app, body: raw) {
+            let user = try await owner(of: transactionID, app: app)
+            let outcome = try await execute(app: app, user: user, context) { state, _ in
+                (try UserDecisions.finish(transactionId: transactionID, deviceId: body.deviceId, on: state), ())
+            }
+            struct Answer: Encodable { let position: Int64; let transactionId: String; let duplicate: Bool }
+            let position = try await position(of: outcome, app: app, user: user)
+            return try Reply(Answer(position: position, transactionId: transactionID, duplicate: outcome.append == nil))
+        }
+    }
+
+    /// `POST …/failures`: a purchase the App Store did not complete.
+    func recordFailure(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes)
+        for (field, value) in [("userId", body.userId), ("deviceId", body.deviceId), ("productId", body.productId)] {
+            try Self.validateIdentifier(value, field: field)
+        }
+        return try await idempotent(request, context, app: app, body: raw) {
+            let outcome = try await execute(app: app, user: body.userId, context) { state, _ in
+                (try UserDecisions.recordFailure(productId: body.productId, deviceId: body.deviceId, errorCode: body.errorCode,
+                                                  cancelled: body.cancelled, on: state), ())
+            }
+            struct Answer: Encodable { let position: Int64 }
+            return try Reply(Answer(position: outcome.append?.position ?? 0), status: .created)
+        }
+    }
+
+    /// `POST …/transactions/{transactionId}/revoke`: support takes back what a transaction gave.
+    func revoke(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .admin, app: app)
+        let transactionID = try Self.parameter("transactionId", context)
+        let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes)
+        return try await idempotent(request, context, app: app, body: raw) {
+            let user = try await owner(of: transactionID, app: app)
+            let revokedAt = body.revokedAt ?? Date()
+            let outcome = try await execute(app: app, user: user, context) { state, _ in
+                (try UserDecisions.revoke(transactionId: transactionID, revokedAt: revokedAt, reason: body.reason, on: state), ())
+            }
+            struct Answer: Encodable { let position: Int64; let transactionId: String; let revokedAt: Date }
+            return try Reply(Answer(position: outcome.append?.position ?? 0, transactionId: transactionID, revokedAt: revokedAt))
+        }
+    }
+
+    /// `POST …/users/{userId}/consumptions`: the app used up units of a consumable; refused beyond the balance.
+    func consume(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let user = try Self.parameter("userId", context)
+        let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes)
+        try Self.validateIdentifier(body.productId, field: "productId")
+        try Self.validateIdentifier(body.deviceId, field: "deviceId")
+        return try await idempotent(request, context, app: app, body: raw) {
+            let outcome = try await execute(app: app, user: user, context) { state, catalog in
+                guard state.version > 0 else { throw APIError.unknownUser(user) }
+                guard catalog[body.productId] != nil || state.transactionsInOrder.contains(where: { $0.productId == body.productId }) else {
+                    throw APIError(.notFound, "unknown_product", "product \(body.productId) is neither in the app's catalog nor bought by this user")
+                }
+                let events = try UserDecisions.consume(productId: body.productId, quantity: body.quantity, deviceId: body.deviceId,
+                                                       catalog: catalog, on: state)
+                return (events, ())
+            }
+            struct Answer: Encodable { let position: Int64; let productId: String; let quantity: Int; let balance: Int }
+            return try Reply(Answer(position: outcome.append?.position ?? 0, productId: body.productId, quantity: body.quantity,
+                                    balance: outcome.state.balance(of: body.productId)), status: .created)
+        }
+    }
+
+    /// `POST …/users/{userId}/devices/{deviceId}/restore`: everything the user owns, for a device,
+    /// recording which non-renewing periods the device received (the App Store never restores those).
+    func restoreToDevice(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let user = try Self.parameter("userId", context)
+        let device = try Self.parameter("deviceId", context)
+        let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes)
+        return try await idempotent(request, context, app: app, body: raw) {
+            let outcome = try await execute(app: app, user: user, context) { state, catalog in
+                guard state.version > 0 else { throw APIError.unknownUser(user) }
+                let (events, periods) = UserDecisions.restoreNonRenewing(toDevice: device, catalog: catalog, on: state.classified(by: catalog))
+                let fresh = events.compactMap { event -> [String]? in
+                    if case .subscriptionRestoredToDevice(let restored) = event.event { return restored.transactionIds }
+                    return nil
+                }.flatMap { $0 }
+                return (events, (periods, fresh))
+            }
+            let position = try await position(of: outcome, app: app, user: user)
+            let entitlements = EntitlementsBody(userId: user, state: outcome.state, catalog: outcome.catalog, position: position)
+            let now = Date()
+            struct Period: Encodable { let transactionId, productId, group: String; let start, end: Date; let active: Bool }
+            struct Answer: Encodable {
+                let position: Int64
+                let deviceId: String
+                let periods: [Period]
+                let restoredTransactionIds: [String]
+                let entitlements: EntitlementsBody
+            }
+            return try Reply(Answer(
+                position: position, deviceId: device,
+                periods: outcome.value.0.map {
+                    Period(transactionId: $0.transactionId, productId: $0.productId, group: $0.group, start: $0.start, end: $0.end,
+                           active: $0.isActive(at: now))
+                },
+                restoredTransactionIds: outcome.value.1, entitlements: entitlements
+            ))
+        }
+    }
+
+    /// The user an App Store transaction of the app is recorded for.
+    func owner(of transactionID: String, app: String) async throws -> String {
+        var keys: [DeduplicationKey] = []
+        for environment in StoreEnvironment.allCases {
+            for kind in ["payment", "renewal", "restore"] {
+                if let key = try? DeduplicationKey.appStoreTransaction(app: app, environment: environment.rawValue, kind: kind, transactionID: transactionID) {
+                    keys.append(key)
+                }
+            }
+        }
+        let prefix = "user/\(app)/"
+        guard let stream = try await store.recorded(keys).values.first?.streamID, stream.hasPrefix(prefix) else {
+            throw APIError(.notFound, "unknown_transaction", "transaction \(transactionID) is not recorded for any user of \(app)")
+        }
+        return String(stream.dropFirst(prefix.count))
+    }
+}

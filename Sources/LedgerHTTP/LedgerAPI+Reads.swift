@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import LedgerDomain
+import LedgerStore
+
+extension LedgerAPI {
+    /// The projections each read route answers from.
+    enum ReadModel {
+        static let entitlements = ["ownership", "subscription_periods", "consumable_balances"]
+        static let balances = ["consumable_balances"]
+        static let subscriptions = ["subscription_periods"]
+    }
+
+    /// Authorizes a user read, waits for `minPosition` when asked, and checks the user exists.
+    /// Returns the app, the user and the position the projections have reached.
+    private func prepareRead(
+        _ request: Request, _ context: LedgerRequestContext, projections: [String]
+    ) async throws -> (app: String, user: String, position: Int64) {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .read, app: app)
+        let user = try Self.parameter("userId", context)
+        let position: Int64
+        if let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) {
+            do {
+                position = try await reads.waitForProjections(projections, toReach: minimum, timeout: configuration.readWaitTimeout)
+            } catch let error as ReadError {
+                throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
+            }
+        } else {
+            position = try await reads.checkpoint(of: projections) ?? 0
+        }
+        guard try await reads.userExists(app: app, user: user) else { throw APIError.unknownUser(user) }
+        return (app, user, position)
+    }
+
+    /// `GET …/users/{userId}/entitlements`: what the user may use now (or `at`).
+    func entitlements(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let at = try Self.timeQuery("at", request) ?? Date()
+        let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.entitlements)
+        async let owned = reads.owned(app: app, user: user)
+        async let periods = reads.periods(app: app, user: user)
+        async let balances = reads.balances(app: app, user: user)
+        return try await APIJSON.response(EntitlementsBody(
+            userId: user, at: at, position: position, owned: owned, periods: periods, balances: balances
+        ))
+    }
+
+    /// `GET …/users/{userId}/balances`: consumables bought, used and left.
+    func balances(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.balances)
+        struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int64; let overdrawn: Bool }
+        struct Answer: Encodable { let userId: String; let position: Int64; let balances: [Balance] }
+        let balances = try await reads.balances(app: app, user: user).map {
+            Balance(productId: $0.productId, purchased: $0.purchased, consumed: $0.consumed, balance: $0.balance, overdrawn: $0.overdrawn)
+        }
+        return try APIJSON.response(Answer(userId: user, position: position, balances: balances))
+    }
+
+    /// `GET …/users/{userId}/subscriptions`: every period paid for, per product and group.
+    func subscriptions(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let at = try Self.timeQuery("at", request) ?? Date()
+        let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.subscriptions)
+        struct Period: Encodable {
+            let transactionId, originalTransactionId, productId, group, kind: String
+            let start, end: Date
+            let active: Bool
+        }
+        struct Answer: Encodable { let userId: String; let at: Date; let position: Int64; let periods: [Period] }
+        let periods = try await reads.periods(app: app, user: user).map {
+            Period(transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId, productId: $0.productId,
+                   group: $0.group, kind: $0.kind, start: $0.start, end: $0.end, active: $0.start <= at && at < $0.end)
+        }
+        return try APIJSON.response(Answer(userId: user, at: at, position: position, periods: periods))
+    }
+
+    /// `GET …/users/{userId}/history`: the user's events in order, as recorded (from the log itself).
+    func history(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .read, app: app)
+        let user = try Self.parameter("userId", context)
+        let from = try Self.integerQuery("fromVersion", request, range: 1...Int64.max) ?? 1
+        let limit = try Self.integerQuery("limit", request, range: 1...Int64(APILimits.maximumPageSize)) ?? Int64(APILimits.defaultPageSize)
+        let stream: StreamID
+        do { stream = try StreamID.user(app: app, user: user) } catch { throw APIError.invalidRequest(error.message, field: "userId") }
+        let events = try await store.readStream(stream, fromVersion: from, limit: Int(limit) + 1)
+        if events.isEmpty, from == 1 { throw APIError.unknownUser(user) }
+        struct Event: Encodable { let position: Int64; let version: Int64; let type: String; let recordedAt: Date; let data: JSONValue }
+        struct Answer: Encodable { let userId: String; let events: [Event]; let nextFromVersion: Int64? }
+        let page = events.prefix(Int(limit))
+        return try APIJSON.response(Answer(
+            userId: user,
+            events: try page.map {
+                Event(position: $0.position, version: $0.streamVersion, type: $0.type, recordedAt: $0.recordedAt,
+                      data: try JSONValue(json: $0.data))
+            },
+            nextFromVersion: events.count > Int(limit) ? page.last.map { $0.streamVersion + 1 } : nil
+        ))
+    }
+}

@@ -1,0 +1,150 @@
+import AppStore
+import Foundation
+import Hummingbird
+import LedgerDomain
+import LedgerStore
+
+extension LedgerAPI {
+    struct ReceiptBody: Decodable, Sendable {
+        let userId: String
+        let deviceId: String
+        let receiptData: String
+        let price: String?
+        let currency: String?
+    }
+
+    struct RecordedItem: Encodable, Sendable {
+        let transactionId: String?
+        let productId: String?
+        /// purchase, renewal, restore, revocation, device, finish, failure, consumption, subscription_restore
+        let kind: String
+        let position: Int64
+    }
+
+    struct DuplicateItem: Encodable, Sendable {
+        let transactionId: String
+        let position: Int64
+    }
+
+    /// `POST /v1/apps/{bundleId}/receipts`: verifies a receipt with the App Store and records every
+    /// transaction in it the user's stream does not hold yet.
+    ///
+    /// Nothing is written before the App Store has answered, and what is written is one append:
+    /// when the App Store is down the answer is a 503 and the log is untouched, so the same POST
+    /// later simply succeeds. Posting a receipt again records nothing new.
+    func ingestReceipt(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes)
+        try Self.validateIdentifier(body.userId, field: "userId")
+        try Self.validateIdentifier(body.deviceId, field: "deviceId")
+        try Self.validatePrice(body.price, currency: body.currency)
+        guard !body.receiptData.isEmpty, body.receiptData.utf8.count <= APILimits.receiptDataCharacters else {
+            throw APIError.invalidRequest("receiptData must be the base64 receipt, 1 to \(APILimits.receiptDataCharacters) characters", field: "receiptData")
+        }
+        guard Data(base64Encoded: body.receiptData, options: .ignoreUnknownCharacters) != nil else {
+            throw APIError.invalidRequest("receiptData is not base64: send the receipt exactly as StoreKit gives it", field: "receiptData")
+        }
+
+        let receipt = try await verify(body.receiptData, app: app, context: context)
+        let transactions = receipt.verifiedTransactions
+        let outcome = try await execute(app: app, user: body.userId, context) { state, catalog in
+            let decision = try UserDecisions.recordReceipt(
+                transactions, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
+                receiptHash: receipt.receiptSHA256, catalog: catalog, on: state
+            )
+            let duplicates = decision.duplicates.map { DuplicateItem(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
+            return (decision.events, duplicates)
+        }
+
+        var recorded: [RecordedItem] = []
+        var duplicates = outcome.value
+        if let append = outcome.append {
+            for (event, result) in zip(outcome.events, append.outcomes) {
+                switch result {
+                case .appended(let position, _):
+                    recorded.append(RecordedItem(event, position: position))
+                case .duplicate(let stored):
+                    if let id = RecordedItem(event, position: stored.position).transactionId {
+                        duplicates.append(DuplicateItem(transactionId: id, position: stored.position))
+                    }
+                }
+            }
+        }
+        let position = try await position(of: outcome, app: app, user: body.userId)
+        struct Answer: Encodable {
+            let position: Int64
+            let environment: String
+            let recorded: [RecordedItem]
+            let duplicates: [DuplicateItem]
+            let entitlements: EntitlementsBody
+        }
+        return try APIJSON.response(Answer(
+            position: position, environment: receipt.environment.rawValue, recorded: recorded,
+            duplicates: duplicates.sorted { $0.position < $1.position },
+            entitlements: EntitlementsBody(userId: body.userId, state: outcome.state, catalog: outcome.catalog, position: position)
+        ))
+    }
+
+    /// Asks the App Store; its refusals become 422, its absence 503.
+    private func verify(_ receiptData: String, app: String, context: LedgerRequestContext) async throws -> VerifiedReceipt {
+        let secret = try await registry.sharedSecret(of: app)
+        let receipt: VerifiedReceipt
+        do {
+            receipt = try await verifier.verify(
+                ReceiptVerificationRequest(receiptData: receiptData, sharedSecret: secret.map(SharedSecret.init)), logger: context.logger
+            )
+        } catch let error as ReceiptVerificationError {
+            switch error.code {
+            case .invalidReceipt:
+                var apiError = APIError.unprocessable("invalid_receipt", error.message)
+                apiError.appStoreStatus = error.status?.code
+                throw apiError
+            case .unavailable:
+                throw APIError.unavailable("appstore_unavailable", "the App Store did not answer (\(error.message)); nothing was recorded, retry the same request later")
+            default:
+                throw APIError.unavailable("appstore_bad_response", "the App Store's answer could not be read (\(error.message)); nothing was recorded, retry later")
+            }
+        }
+        guard receipt.bundleId == app else {
+            throw APIError.unprocessable("receipt_of_another_app", "the receipt belongs to \(receipt.bundleId), not \(app); nothing was recorded")
+        }
+        return receipt
+    }
+
+    static func validatePrice(_ price: String?, currency: String?) throws {
+        guard (price == nil) == (currency == nil) else {
+            throw APIError.invalidRequest("price and currency go together: send both (from the device's product info) or neither",
+                                          field: price == nil ? "price" : "currency")
+        }
+        if let currency, currency.count != 3 || !currency.allSatisfy({ $0.isASCII && $0.isUppercase }) {
+            throw APIError.invalidRequest("currency '\(currency)' is not an ISO 4217 code such as USD", field: "currency")
+        }
+        if let price {
+            let parts = price.split(separator: ".", omittingEmptySubsequences: false)
+            let valid = (1...2).contains(parts.count) && !parts[0].isEmpty && parts[0].count <= 12
+                && parts.allSatisfy { $0.allSatisfy { $0.isASCII && $0.isNumber } }
+                && (parts.count == 1 || (1...4).contains(parts[1].count))
+            guard valid else {
+                throw APIError.invalidRequest("price '\(price)' is not a decimal amount such as 0.99 (text, not a number)", field: "price")
+            }
+        }
+    }
+}
+
+extension LedgerAPI.RecordedItem {
+    init(_ event: PendingEvent, position: Int64) {
+        switch event.event {
+        case .purchaseRecorded(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "purchase", position: position)
+        case .subscriptionRenewed(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "renewal", position: position)
+        case .purchaseRestored(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "restore", position: position)
+        case .purchaseRevoked(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "revocation", position: position)
+        case .deviceRegistered: self.init(transactionId: nil, productId: nil, kind: "device", position: position)
+        case .transactionFinished(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "finish", position: position)
+        case .purchaseFailed(let e): self.init(transactionId: nil, productId: e.productId, kind: "failure", position: position)
+        case .itemConsumed(let e): self.init(transactionId: nil, productId: e.productId, kind: "consumption", position: position)
+        case .subscriptionRestoredToDevice: self.init(transactionId: nil, productId: nil, kind: "subscription_restore", position: position)
+        }
+    }
+}

@@ -1,0 +1,214 @@
+import AppStore
+import Crypto
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerDomain
+import LedgerStore
+import Logging
+import PostgresNIO
+
+/// The routes of HTTP API v1 over the log, the projections and the App Store.
+public struct LedgerAPI: Sendable {
+    public struct Configuration: Sendable {
+        /// How long a read with `minPosition` waits for the projections before answering 503.
+        public var readWaitTimeout: Duration
+
+        public init(readWaitTimeout: Duration = .seconds(5)) {
+            self.readWaitTimeout = readWaitTimeout
+        }
+    }
+
+    let configuration: Configuration
+    let store: PostgresEventStore
+    let handler: UserCommandHandler<PostgresEventStore>
+    let registry: AppRegistry
+    let access: APIAccess
+    let idempotency: IdempotencyStore
+    let reads: UserReadModels
+    let verifier: any ReceiptVerifier
+    let logger: Logger
+
+    public init(
+        client: PostgresClient, verifier: any ReceiptVerifier, configuration: Configuration = .init(), logger: Logger
+    ) {
+        self.configuration = configuration
+        self.store = PostgresEventStore(client: client, logger: logger)
+        self.handler = UserCommandHandler(store: store, logger: logger)
+        self.registry = AppRegistry(client: client, logger: logger)
+        self.access = APIAccess(registry: registry)
+        self.idempotency = IdempotencyStore(client: client, logger: logger)
+        self.reads = UserReadModels(client: client, logger: logger)
+        self.verifier = verifier
+        self.logger = logger
+    }
+
+    func addRoutes(to router: Router<LedgerRequestContext>) {
+        let apps = router.group("v1/apps/:bundleId")
+        apps.put("products/:productId") { try await defineProduct($0, $1) }
+        apps.get("products") { try await products($0, $1) }
+        apps.post("receipts") { try await ingestReceipt($0, $1) }
+        apps.post("transactions/:transactionId/finish") { try await finish($0, $1) }
+        apps.post("failures") { try await recordFailure($0, $1) }
+        apps.post("transactions/:transactionId/revoke") { try await revoke($0, $1) }
+        apps.post("users/:userId/consumptions") { try await consume($0, $1) }
+        apps.post("users/:userId/devices/:deviceId/restore") { try await restoreToDevice($0, $1) }
+        apps.get("users/:userId/entitlements") { try await entitlements($0, $1) }
+        apps.get("users/:userId/balances") { try await balances($0, $1) }
+        apps.get("users/:userId/subscriptions") { try await subscriptions($0, $1) }
+        apps.get("users/:userId/history") { try await history($0, $1) }
+    }
+}
+
+// MARK: - Shared pieces of the handlers
+
+/// An answer before it becomes a response, so that idempotent commands can store and replay it.
+struct Reply: Sendable {
+    var status: HTTPResponse.Status
+    var body: Data
+    var headers: HTTPFields = [:]
+
+    init(_ value: some Encodable, status: HTTPResponse.Status = .ok) throws {
+        self.status = status
+        self.body = try APIJSON.makeEncoder().encode(value)
+    }
+
+    init(status: HTTPResponse.Status, body: Data) {
+        self.status = status
+        self.body = body
+    }
+
+    var response: Response {
+        APIJSON.response(data: body, status: status, headers: headers)
+    }
+}
+
+extension LedgerAPI {
+    /// A path parameter, percent-decoded and checked: 1 to 255 characters, no control characters.
+    static func parameter(_ name: String, _ context: LedgerRequestContext) throws -> String {
+        guard let raw = context.parameters.get(name) else { throw APIError.invalidRequest("the path needs \(name)", field: name) }
+        let value = raw.removingPercentEncoding ?? raw
+        try validateIdentifier(value, field: name)
+        return value
+    }
+
+    static func validateIdentifier(_ value: String, field: String) throws {
+        guard !value.isEmpty, value.utf8.count <= APILimits.identifierCharacters else {
+            throw APIError.invalidRequest("\(field) must have 1 to \(APILimits.identifierCharacters) characters", field: field)
+        }
+        guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw APIError.invalidRequest("\(field) must not contain control characters", field: field)
+        }
+    }
+
+    /// A whole-number query parameter, when given.
+    static func integerQuery(_ name: String, _ request: Request, range: ClosedRange<Int64>) throws -> Int64? {
+        guard let text = request.uri.queryParameters.get(name) else { return nil }
+        guard let value = Int64(text), range.contains(value) else {
+            throw APIError.invalidRequest("\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound) (got '\(text)')", field: name)
+        }
+        return value
+    }
+
+    /// An ISO 8601 time query parameter, when given.
+    static func timeQuery(_ name: String, _ request: Request) throws -> Date? {
+        guard let text = request.uri.queryParameters.get(name) else { return nil }
+        guard let date = LedgerJSON.parseTimestamp(text) else {
+            throw APIError.invalidRequest("\(name) '\(text)' is not an ISO 8601 UTC time such as 2026-01-31T12:00:00Z", field: name)
+        }
+        return date
+    }
+
+    /// Metadata stored with every event a request appends: where it came from.
+    static func metadata(_ context: LedgerRequestContext) -> [String: String] {
+        var metadata = ["requestId": context.requestID, "source": "http"]
+        if let key = context.apiKey { metadata["apiKeyId"] = key.keyId }
+        return metadata
+    }
+
+    /// Runs a client command under its `Idempotency-Key`, when the request has one: the same key and
+    /// body get the first answer again; another body under the key is refused (422); a retry while
+    /// the first still runs is refused (409). Answers a retry could change (5xx) are not kept.
+    func idempotent(
+        _ request: Request, _ context: LedgerRequestContext, app: String, body: Data,
+        _ run: () async throws -> Reply
+    ) async throws -> Response {
+        guard let key = request.headers[.idempotencyKey] else { return try await run().response }
+        guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value >= 0x21 && $0.value < 0x7F }) else {
+            throw APIError.invalidRequest("Idempotency-Key must be 1 to 255 printable ASCII characters, such as a UUID", field: "Idempotency-Key")
+        }
+        var hasher = SHA256()
+        hasher.update(data: Data("\(request.method) \(request.uri.path)\n".utf8))
+        hasher.update(data: body)
+        switch try await idempotency.claim(app: app, key: key, requestHash: Data(hasher.finalize())) {
+        case .inProgress:
+            throw APIError.conflict("idempotency_in_progress", "a request with this Idempotency-Key is still running; retry when it has answered")
+        case .mismatch:
+            throw APIError.unprocessable("idempotency_key_reused", "this Idempotency-Key was used with another request; use a new key for a new command")
+        case .replay(let status, let body):
+            var reply = Reply(status: HTTPResponse.Status(code: status), body: body)
+            reply.headers[.idempotentReplayed] = "true"
+            return reply.response
+        case .claimed:
+            do {
+                let reply = try await run()
+                try await idempotency.complete(app: app, key: key, status: Int(reply.status.code), body: reply.body)
+                return reply.response
+            } catch let error as APIError where (400..<500).contains(error.status.code) {
+                let body = try APIJSON.makeEncoder().encode(error.body(requestID: context.requestID))
+                try await idempotency.complete(app: app, key: key, status: Int(error.status.code), body: body)
+                throw error
+            } catch {
+                try? await idempotency.release(app: app, key: key)
+                throw error
+            }
+        }
+    }
+
+    /// The position a command reached: its append's, or when it recorded nothing, the user's latest event's.
+    func position<Value>(of outcome: UserCommandHandler<PostgresEventStore>.Outcome<Value>, app: String, user: String) async throws -> Int64 {
+        if let append = outcome.append { return append.position }
+        return try await streamPosition(app: app, user: user, version: outcome.state.version)
+    }
+
+    /// The position of the user's latest event (what a command that recorded nothing answers with).
+    func streamPosition(app: String, user: String, version: Int64) async throws -> Int64 {
+        guard version > 0 else { return 0 }
+        return try await store.readStream(StreamID.user(app: app, user: user), fromVersion: version, limit: 1).first?.position ?? 0
+    }
+
+    /// Domain refusals as API errors.
+    static func translate(_ error: DecisionError) -> APIError {
+        switch error.code {
+        case .insufficientBalance:
+            var apiError = APIError.conflict(error.code.rawValue, error.message)
+            apiError.balance = error.balance
+            return apiError
+        case .alreadyRevoked: return .conflict(error.code.rawValue, error.message)
+        case .unknownTransaction: return APIError(.notFound, error.code.rawValue, error.message)
+        case .notConsumable: return .unprocessable(error.code.rawValue, error.message)
+        case .invalidQuantity: return .invalidRequest(error.message, field: "quantity")
+        case .invalidInput: return .invalidRequest(error.message)
+        }
+    }
+
+    /// Runs a command on the user's stream, translating refusals.
+    func execute<Value: Sendable>(
+        app: String, user: String, _ context: LedgerRequestContext,
+        _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
+    ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
+        do {
+            return try await handler.execute(app: app, user: user, metadata: Self.metadata(context), decide)
+        } catch let error as DecisionError {
+            throw Self.translate(error)
+        } catch let error as CommandError {
+            throw APIError.conflict(error.code.rawValue, error.message, position: error.position)
+        } catch let error as LedgerInputError {
+            throw APIError.invalidRequest(error.message)
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let idempotentReplayed = Self("Idempotent-Replayed")!
+}

@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import LedgerStore
+
+struct Apps: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apps",
+        abstract: "Register the apps the ledger records purchases for.",
+        subcommands: [Add.self, List.self]
+    )
+
+    struct Add: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Register an app (or set its shared secret).",
+            discussion: """
+                The shared secret (App Store Connect, for receipts with auto-renewable subscriptions) is stored
+                for receipt validation; it is never logged, printed or returned by the API. Running this again
+                with another secret replaces it. Prefer --shared-secret-env over the flag on shared machines.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The app's bundle id, e.g. com.example.app.")
+        var bundleId: String
+
+        @Option(help: "The app's App Store shared secret.")
+        var sharedSecret: String?
+
+        @Option(help: "Read the shared secret from this environment variable instead.")
+        var sharedSecretEnv: String?
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            var secret = sharedSecret
+            if let sharedSecretEnv {
+                guard let value = ProcessInfo.processInfo.environment[sharedSecretEnv], !value.isEmpty else {
+                    throw CommandFailure(message: "environment variable \(sharedSecretEnv) is not set")
+                }
+                secret = value
+            }
+            let settings = try await options.databaseSettings(logger: logger)
+            let (bundleId, finalSecret) = (bundleId, secret)
+            let created = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                try await Migrator.bundled().migrate(client, logger: logger)
+                return try await AppRegistry(client: client, logger: logger).addApp(bundleId, sharedSecret: finalSecret)
+            }
+            Output.line(created ? "registered \(bundleId)\(finalSecret == nil ? " (no shared secret)" : " with its shared secret")"
+                                : "\(bundleId) was registered; \(finalSecret == nil ? "nothing changed" : "shared secret replaced")")
+            if created { Output.line("next: ledger keys create --app \(bundleId) --scope ingest,read") }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List registered apps.")
+        @OptionGroup var options: GlobalOptions
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let apps = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                try await AppRegistry(client: client, logger: logger).apps()
+            }
+            guard !apps.isEmpty else { return Output.line("no apps registered; `ledger apps add BUNDLE_ID` registers one") }
+            Output.line("bundle id\tshared secret\tactive keys\tregistered")
+            for app in apps {
+                Output.line("\(app.bundleId)\t\(app.hasSharedSecret ? "set" : "none")\t\(app.activeKeys)\t\(app.createdAt.formatted(.iso8601))")
+            }
+        }
+    }
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "Create, list and revoke API keys.",
+        discussion: """
+            A key belongs to one app and has scopes: ingest (post receipts and app events), read (entitlements,
+            balances, history), finance (the audit routes, read-only) and admin (products, revocations).
+            Only the key's hash is stored: the key is printed once, at creation.
+            """,
+        subcommands: [Create.self, List.self, Revoke.self]
+    )
+
+    struct Create: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Create a key and print it (once).")
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.")
+        var app: String
+
+        @Option(help: "Comma-separated scopes: ingest, read, finance, admin.")
+        var scope: String
+
+        @Option(help: "A name to recognise the key by in `keys list`.")
+        var name: String?
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let scopes = Set(scope.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
+            let settings = try await options.databaseSettings(logger: logger)
+            let (app, name) = (app, name)
+            let issued: IssuedAPIKey
+            do {
+                issued = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                    try await Migrator.bundled().migrate(client, logger: logger)
+                    return try await AppRegistry(client: client, logger: logger).createKey(app: app, scopes: scopes, name: name)
+                }
+            } catch let error as AccessError {
+                throw CommandFailure(message: error.message)
+            }
+            Output.line(issued.token)
+            Output.error("key \(issued.key.keyId) for \(app), scopes \(issued.key.scopes.sorted().joined(separator: ",")): store it now, it is not shown again")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List keys (never their secrets).")
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "Only this app's keys.")
+        var app: String?
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let app = app
+            let keys = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                try await AppRegistry(client: client, logger: logger).keys(app: app)
+            }
+            guard !keys.isEmpty else { return Output.line("no keys; `ledger keys create --app BUNDLE_ID --scope read` creates one") }
+            Output.line("key id\tapp\tscopes\tname\tcreated\tstate")
+            for key in keys {
+                Output.line([key.keyId, key.app, key.scopes.sorted().joined(separator: ","), key.name ?? "-",
+                             key.createdAt.formatted(.iso8601), key.revokedAt.map { "revoked \($0.formatted(.iso8601))" } ?? "active"]
+                    .joined(separator: "\t"))
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke a key: it stops working at once.")
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The key id (from `keys list`) or the whole key.")
+        var key: String
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let settings = try await options.databaseSettings(logger: logger)
+            let key = key
+            do {
+                let revoked = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                    try await AppRegistry(client: client, logger: logger).revokeKey(key)
+                }
+                Output.line("revoked \(revoked.keyId) of \(revoked.app)")
+            } catch let error as AccessError {
+                throw CommandFailure(message: error.message)
+            }
+        }
+    }
+}
