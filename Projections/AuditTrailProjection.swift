@@ -7,12 +7,20 @@ import LedgerDomain
 /// (finance subtracts it). Restores and re-purchases of owned items take no money and have no row.
 /// `revoked` says whether the transaction has since been refunded. Sandbox rows carry
 /// `environment = 'sandbox'`: totals must filter on it, they are never revenue.
+///
+/// `occurred_at` is when the money moved, the time finance reports by: the App Store purchase
+/// date for purchases and renewals, and the refund's `revokedAt` (Apple's cancellation date, or
+/// the time support gave) for refunds. `recorded_at` is when the ledger learnt of it, which for a
+/// receipt posted late can be days after. Version 2 added `occurred_at`, the refund's own
+/// `recorded_at` (version 1 repeated `revokedAt` there) and the index for app-filtered scans.
 public enum AuditTrailProjection: UserProjection {
     public static let name = "audit_trail"
-    public static let version = 1
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("position", "bigint NOT NULL", "log position of the event"),
+        ProjectionColumn("occurred_at", "timestamptz NOT NULL",
+                         "when the money moved: the purchase date for purchases and renewals, the refund date (revokedAt) for refunds"),
         ProjectionColumn("recorded_at", "timestamptz", "when the ledger recorded it"),
         ProjectionColumn("environment", "text NOT NULL", "production or sandbox"),
         ProjectionColumn("device_id", "text", "the device that bought it"),
@@ -29,21 +37,27 @@ public enum AuditTrailProjection: UserProjection {
         ProjectionColumn("revoked", "boolean NOT NULL", "the transaction has been refunded or revoked"),
     ]
     public static let keyColumns = ["position", "event"]
+    /// Finance reads one app at a time in (position, event) order, or by period.
+    public static let indexes = [["app", "position", "event"], ["app", "occurred_at"]]
 
     public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
         var rows: [[String?]] = []
         for transaction in state.transactionsInOrder where transaction.kind != .restore {
             let event = transaction.kind == .renewal ? "renewal" : "purchase"
-            rows.append(row(event, transaction, position: transaction.position, recordedAt: transaction.recordedAt))
-            if let revokedPosition = transaction.revokedPosition {
-                rows.append(row("refund", transaction, position: revokedPosition, recordedAt: transaction.revokedAt))
+            rows.append(row(event, transaction, position: transaction.position, occurredAt: transaction.purchaseDate,
+                            recordedAt: transaction.recordedAt))
+            if let revokedPosition = transaction.revokedPosition, let revokedAt = transaction.revokedAt {
+                rows.append(row("refund", transaction, position: revokedPosition, occurredAt: revokedAt,
+                                recordedAt: transaction.revocationRecordedAt))
             }
         }
         return rows
     }
 
-    private static func row(_ event: String, _ transaction: UserLedger.Transaction, position: Int64, recordedAt: Date?) -> [String?] {
-        [String(position), text(recordedAt), transaction.environment.rawValue, transaction.deviceId, event,
+    private static func row(
+        _ event: String, _ transaction: UserLedger.Transaction, position: Int64, occurredAt: Date, recordedAt: Date?
+    ) -> [String?] {
+        [String(position), text(occurredAt), text(recordedAt), transaction.environment.rawValue, transaction.deviceId, event,
          transaction.transactionId, transaction.originalTransactionId, transaction.productId, transaction.productType.rawValue,
          String(transaction.quantity), transaction.price, transaction.currency, text(transaction.purchaseDate),
          text(transaction.expiresDate), transaction.isRevoked ? "true" : "false"]

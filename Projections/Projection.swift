@@ -17,6 +17,8 @@ public protocol UserProjection: Sendable {
     static var columns: [ProjectionColumn] { get }
     /// Columns (after app and user_id) that identify a row, for diffs between versions.
     static var keyColumns: [String] { get }
+    /// Indexes beyond the one on (app, user_id) every table has, each a list of column names.
+    static var indexes: [[String]] { get }
 
     /// The user's rows, each value in the order of `columns` as text (nil for NULL). Pure.
     static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]]
@@ -40,6 +42,9 @@ public struct ProjectionColumn: Hashable, Sendable {
 extension UserProjection {
     /// The versioned table's name, e.g. `ownership_v1`.
     public static var tableName: String { "\(name)_v\(version)" }
+
+    /// None beyond (app, user_id) unless a projection names some.
+    public static var indexes: [[String]] { [] }
 
     /// Text for a timestamp column.
     static func text(_ date: Date?) -> String? {

@@ -177,6 +177,12 @@ public struct ProjectionRebuilder: Sendable {
                 try await connection.query(
                     "CREATE INDEX ON ledger.\(unescaped: table) (app, user_id)", logger: logger
                 )
+                // Unnamed: the table is renamed on switch-over, and the next rebuild's table takes this name.
+                for columns in projection.indexes {
+                    try await connection.query(
+                        "CREATE INDEX ON ledger.\(unescaped: table) (\(unescaped: columns.joined(separator: ", ")))", logger: logger
+                    )
+                }
             }
         }
     }

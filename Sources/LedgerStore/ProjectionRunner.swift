@@ -127,14 +127,22 @@ public struct ProjectionRunner: Service {
                     "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
                     logger: logger
                 )
+                for columns in projection.indexes {
+                    try await connection.query(
+                        "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_\(unescaped: columns.joined(separator: "_")) ON ledger.\(unescaped: projection.tableName) (\(unescaped: columns.joined(separator: ", ")))",
+                        logger: logger
+                    )
+                }
                 try await Self.commentColumns(projection, on: connection, logger: logger)
                 try await connection.query(
                     "INSERT INTO ledger.projections (name, version, status) VALUES (\(projection.name), \(projection.version), \(status))",
                     logger: logger
                 )
                 if status == "live" {
+                    // A failed earlier version's view may have other columns: not replaceable.
+                    try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
                     try await connection.query(
-                        "CREATE OR REPLACE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
+                        "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
                         logger: logger
                     )
                 }
@@ -319,8 +327,11 @@ public struct ProjectionRunner: Service {
                     """,
                     logger: logger
                 ).collect()
+                // Dropped and created rather than replaced: a new version may add, remove or
+                // reorder columns, which CREATE OR REPLACE VIEW refuses.
+                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
                 try await connection.query(
-                    "CREATE OR REPLACE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
+                    "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
                     logger: logger
                 )
                 try await connection.query(

@@ -1,11 +1,17 @@
 import ArgumentParser
 import Foundation
+import LedgerDomain
 import LedgerStore
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Check the log's integrity.",
-        subcommands: [Verify.self]
+        abstract: "Finance's audit trail: export it, total it, and check the log's integrity.",
+        discussion: """
+            export and summary read ledger.audit_trail (kept by the projection runner of `ledger serve`): \
+            one row per purchase, renewal and refund, dated by occurred_at (the purchase date, or for a \
+            refund the refund date). Sandbox rows are never revenue: filter with --environment production.
+            """,
+        subcommands: [Export.self, Summary.self, Unclassified.self, Verify.self]
     )
 
     struct Verify: AsyncParsableCommand {

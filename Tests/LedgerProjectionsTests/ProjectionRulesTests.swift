@@ -112,10 +112,21 @@ struct ProjectionRulesTests {
         try history.buy("11", "pro", kind: .renewal, original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
         try history.revoke("10")
         let rows = history.rows(AuditTrailProjection.self)
-        #expect(rows.map { "\($0[4]!):\($0[5]!)" } == ["purchase:1", "purchase:10", "refund:10", "renewal:11"])
-        #expect(rows.first { $0[5] == "1" }?[10] == "2.99")
-        #expect(rows.filter { $0[5] == "10" }.allSatisfy { $0[14] == "true" }, "both rows of the refunded purchase say revoked")
-        #expect(rows.allSatisfy { $0[2] == "production" })
+        let column = { (name: String) in AuditTrailProjection.columns.firstIndex { $0.name == name }! }
+        let (event, transaction, price, revoked) = (column("event"), column("transaction_id"), column("price"), column("revoked"))
+        #expect(rows.map { "\($0[event]!):\($0[transaction]!)" } == ["purchase:1", "purchase:10", "refund:10", "renewal:11"])
+        #expect(rows.first { $0[transaction] == "1" }?[price] == "2.99")
+        #expect(rows.filter { $0[transaction] == "10" }.allSatisfy { $0[revoked] == "true" }, "both rows of the refunded purchase say revoked")
+        #expect(rows.allSatisfy { $0[column("environment")] == "production" })
+        // occurred_at: the purchase date, or for the refund the refund date; recorded_at: when the ledger recorded each.
+        let (occurred, recorded, position) = (column("occurred_at"), column("recorded_at"), column("position"))
+        #expect(rows.map { "\($0[event]!):\($0[occurred]!)" } == [
+            "purchase:2025-01-01T00:00:00.000Z", "purchase:2025-01-01T00:00:00.000Z", "refund:2025-06-01T00:00:00.000Z",
+            "renewal:2025-02-01T00:00:00.000Z",
+        ])
+        let refund = try #require(rows.first { $0[event] == "refund" })
+        let refundRecordedAt = Date(timeIntervalSince1970: 1_800_000_000 + Double(refund[position]!)!)
+        #expect(refund[recorded] == LedgerJSON.formatTimestamp(refundRecordedAt))
     }
 
     @Test("deliveries and unfinished transactions follow the devices")

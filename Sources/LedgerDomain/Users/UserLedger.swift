@@ -31,8 +31,10 @@ public struct UserLedger: Hashable, Sendable {
         /// Where in the log it was recorded, and when.
         public let position: Int64
         public let recordedAt: Date?
-        /// Where the revocation was recorded.
+        /// Where the revocation was recorded, and when the ledger recorded it (`revokedAt` is when
+        /// the App Store or support says it happened).
         public internal(set) var revokedPosition: Int64?
+        public internal(set) var revocationRecordedAt: Date?
 
         public var isRevoked: Bool { revokedAt != nil }
 
@@ -46,6 +48,7 @@ public struct UserLedger: Hashable, Sendable {
             copy.revokedAt = revokedAt
             copy.revocationReason = revocationReason
             copy.revokedPosition = revokedPosition
+            copy.revocationRecordedAt = revocationRecordedAt
             return copy
         }
     }
@@ -133,6 +136,7 @@ public struct UserLedger: Hashable, Sendable {
             transactions[event.transactionId]?.revokedAt = event.revokedAt
             transactions[event.transactionId]?.revocationReason = event.reason
             transactions[event.transactionId]?.revokedPosition = position
+            transactions[event.transactionId]?.revocationRecordedAt = recordedAt
         case .itemConsumed(let event):
             consumed[event.productId, default: 0] += event.quantity
         case .subscriptionRestoredToDevice(let event):

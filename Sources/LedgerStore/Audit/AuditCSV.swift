@@ -1,0 +1,47 @@
+import Foundation
+import LedgerDomain
+
+/// RFC 4180 CSV of audit rows and summaries: a header line, CRLF line ends, and a field quoted
+/// (quotes doubled) when it holds a comma, a quote, CR or LF. Values are written exactly as
+/// recorded (no spreadsheet-formula escaping: finance needs the data unchanged); NULL is an empty
+/// field; times are ISO 8601 UTC with milliseconds.
+public enum AuditCSV {
+    public static let header = line([
+        "position", "occurred_at", "recorded_at", "environment", "user_id", "device_id", "event", "transaction_id",
+        "original_transaction_id", "product_id", "product_type", "quantity", "price", "currency", "amount",
+        "purchase_date", "expires_date", "revoked",
+    ])
+
+    public static func line(_ row: AuditRow) -> String {
+        line([
+            String(row.position), LedgerJSON.formatTimestamp(row.occurredAt), row.recordedAt.map(LedgerJSON.formatTimestamp),
+            row.environment.rawValue, row.userId, row.deviceId, row.event.rawValue, row.transactionId,
+            row.originalTransactionId, row.productId, row.productType.rawValue, String(row.quantity), row.price, row.currency,
+            row.amount, LedgerJSON.formatTimestamp(row.purchaseDate), row.expiresDate.map(LedgerJSON.formatTimestamp),
+            row.revoked ? "true" : "false",
+        ])
+    }
+
+    public static let summaryHeader = line([
+        "day", "product_id", "currency", "environment", "purchases", "units", "gross", "refunds", "refunded_units",
+        "refunded_amount", "net", "unpriced",
+    ])
+
+    public static func line(_ row: AuditSummaryRow) -> String {
+        line([
+            row.day, row.productId, row.currency, row.environment?.rawValue, String(row.purchases), String(row.units), row.gross,
+            String(row.refunds), String(row.refundedUnits), row.refundedAmount, row.net, String(row.unpriced),
+        ])
+    }
+
+    /// One record, CRLF-terminated; nil is an empty field.
+    public static func line(_ fields: [String?]) -> String {
+        fields.map { field($0 ?? "") }.joined(separator: ",") + "\r\n"
+    }
+
+    /// A field, quoted when RFC 4180 requires it.
+    public static func field(_ value: String) -> String {
+        guard value.unicodeScalars.contains(where: { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" }) else { return value }
+        return "\"" + value.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+
+/// Where a page of the audit trail ended: an opaque, URL-safe token for the next page.
+///
+/// It carries the app it was issued for and the last row's key (position, event); the next page
+/// starts strictly after that key, so rows are never skipped or repeated however many arrive
+/// between pages.
+public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
+    let app: String
+    let position: Int64
+    let event: AuditEventKind
+
+    init(app: String, position: Int64, event: AuditEventKind) {
+        self.app = app
+        self.position = position
+        self.event = event
+    }
+
+    /// The cursor a previous page returned, checked against the app being read.
+    public init(parsing text: String, app: String) throws(AuditQueryError) {
+        guard text.utf8.count <= 2_048, let data = Self.base64URLDecode(text),
+              let payload = try? JSONDecoder().decode(Payload.self, from: data), payload.v == 1, payload.p >= 0
+        else {
+            throw .invalidCursor("the cursor is not one this ledger issued")
+        }
+        guard payload.a == app else {
+            throw .invalidCursor("the cursor was issued for a different app")
+        }
+        self.init(app: app, position: payload.p, event: payload.e)
+    }
+
+    /// The token: base64url (no padding) of a small JSON object.
+    public var text: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        // Encoding a struct of strings and integers cannot fail.
+        let data = (try? encoder.encode(Payload(v: 1, a: app, p: position, e: event))) ?? Data()
+        return data.base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+
+    public var description: String { text }
+
+    private struct Payload: Codable {
+        let v: Int
+        let a: String
+        let p: Int64
+        let e: AuditEventKind
+    }
+
+    private static func base64URLDecode(_ text: String) -> Data? {
+        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64)
+    }
+}

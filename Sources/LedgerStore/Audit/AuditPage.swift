@@ -1,0 +1,11 @@
+/// One page of audit trail rows, in (position, event) order.
+public struct AuditPage: Sendable {
+    public let rows: [AuditRow]
+    /// Where the next page starts; nil when this page is the last.
+    public let nextCursor: AuditCursor?
+
+    public init(rows: [AuditRow], nextCursor: AuditCursor?) {
+        self.rows = rows
+        self.nextCursor = nextCursor
+    }
+}

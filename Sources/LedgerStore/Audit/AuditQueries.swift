@@ -1,0 +1,194 @@
+import Foundation
+import LedgerDomain
+import Logging
+import PostgresNIO
+
+/// Finance's reads of the audit trail (`ledger.audit_trail`, the live version), one app at a time.
+///
+/// Rows come in (position, event) order with keyset pagination: a page starts strictly after the
+/// previous page's last key, so a long export neither skips nor repeats rows and never scans past
+/// what it returns (the table has an index on (app, position, event)). Sums are taken in SQL
+/// `numeric` and returned as decimal text: money is never a float.
+public struct AuditQueries: Sendable {
+    /// The largest page `events` returns.
+    public static let maximumPageSize = 10_000
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Rows
+
+    /// Up to `limit` rows after `cursor` (from the start when nil), and the cursor of the next page.
+    public func events(app: String, filter: AuditFilter = AuditFilter(), after cursor: AuditCursor? = nil, limit: Int = 1_000) async throws -> AuditPage {
+        guard (1...Self.maximumPageSize).contains(limit) else { throw AuditQueryError.invalidLimit(limit, maximum: Self.maximumPageSize) }
+        try filter.validate()
+        if let cursor, cursor.app != app { throw AuditQueryError.invalidCursor("the cursor was issued for a different app") }
+        let afterPosition = cursor?.position ?? 0
+        let afterEvent = cursor?.event.rawValue ?? ""
+        let events = filter.events.map(\.rawValue)
+        let (from, to, product, user, environment) = (filter.from, filter.to, filter.productId, filter.userId, filter.environment?.rawValue)
+        let query: PostgresQuery = """
+            SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
+                   original_transaction_id, product_id, product_type, quantity, price::text, currency,
+                   (price * quantity)::text, purchase_date, expires_date, revoked
+            FROM ledger.audit_trail
+            WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))
+              AND (\(from)::timestamptz IS NULL OR occurred_at >= \(from))
+              AND (\(to)::timestamptz IS NULL OR occurred_at < \(to))
+              AND (cardinality(\(events)::text[]) = 0 OR event = ANY(\(events)::text[]))
+              AND (\(product)::text IS NULL OR product_id = \(product))
+              AND (\(user)::text IS NULL OR user_id = \(user))
+              AND (\(environment)::text IS NULL OR environment = \(environment))
+            ORDER BY position, event
+            LIMIT \(limit + 1)
+            """
+        var rows: [AuditRow] = []
+        try await read {
+            let result = try await client.query(query, logger: logger)
+            for try await row in result {
+                rows.append(try Self.auditRow(row))
+            }
+        }
+        guard rows.count > limit else { return AuditPage(rows: rows, nextCursor: nil) }
+        rows.removeLast()
+        let last = rows[rows.count - 1]
+        return AuditPage(rows: rows, nextCursor: AuditCursor(app: app, position: last.position, event: last.event))
+    }
+
+    /// Calls `body` with every row the filter selects, in order, reading `pageSize` rows at a
+    /// time: memory stays flat however long the trail. Returns how many rows it passed on.
+    @discardableResult
+    public func forEachEvent(
+        app: String, filter: AuditFilter = AuditFilter(), pageSize: Int = 1_000, _ body: (AuditRow) async throws -> Void
+    ) async throws -> Int {
+        var cursor: AuditCursor?
+        var count = 0
+        repeat {
+            let page = try await events(app: app, filter: filter, after: cursor, limit: pageSize)
+            for row in page.rows {
+                try await body(row)
+                count += 1
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+        return count
+    }
+
+    static func auditRow(_ row: PostgresRow) throws -> AuditRow {
+        let (position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId,
+             productId, productType, quantity, price, currency, amount, purchaseDate, expiresDate, revoked) = try row.decode(
+            (Int64, Date, Date?, String, String, String?, String, String, String, String, String, Int, String?, String?,
+             String?, Date, Date?, Bool).self
+        )
+        guard let environmentValue = StoreEnvironment(rawValue: environment), let eventValue = AuditEventKind(rawValue: event) else {
+            throw StoreError.integrity("audit_trail row at position \(position) has environment '\(environment)' and event '\(event)', which this ledger does not know")
+        }
+        return AuditRow(
+            position: position, occurredAt: occurredAt, recordedAt: recordedAt, environment: environmentValue, userId: userId,
+            deviceId: deviceId, event: eventValue, transactionId: transactionId, originalTransactionId: originalTransactionId,
+            productId: productId, productType: ProductType(rawValue: productType) ?? .unknown, quantity: quantity, price: price,
+            currency: currency, amount: amount, purchaseDate: purchaseDate, expiresDate: expiresDate, revoked: revoked
+        )
+    }
+
+    // MARK: Totals
+
+    /// Totals of the rows the filter selects, by currency and the chosen groupings, ordered by
+    /// day, product, currency and environment (nil currency last).
+    public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
+        try filter.validate()
+        let events = filter.events.map(\.rawValue)
+        let (from, to, product, user, environment) = (filter.from, filter.to, filter.productId, filter.userId, filter.environment?.rawValue)
+        // Fixed expressions chosen by an enum, never input.
+        let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
+        let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
+        let environmentKey = groupBy.contains(.environment) ? "environment" : "NULL::text"
+        let query: PostgresQuery = """
+            WITH g AS (
+                SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_id, currency, \(unescaped: environmentKey) AS environment,
+                       count(*) FILTER (WHERE event <> 'refund') AS purchases,
+                       coalesce(sum(quantity) FILTER (WHERE event <> 'refund'), 0) AS units,
+                       coalesce(sum(price * quantity) FILTER (WHERE event <> 'refund'), 0) AS gross,
+                       count(*) FILTER (WHERE event = 'refund') AS refunds,
+                       coalesce(sum(quantity) FILTER (WHERE event = 'refund'), 0) AS refunded_units,
+                       coalesce(sum(price * quantity) FILTER (WHERE event = 'refund'), 0) AS refunded_amount,
+                       count(*) FILTER (WHERE price IS NULL) AS unpriced
+                FROM ledger.audit_trail
+                WHERE app = \(app)
+                  AND (\(from)::timestamptz IS NULL OR occurred_at >= \(from))
+                  AND (\(to)::timestamptz IS NULL OR occurred_at < \(to))
+                  AND (cardinality(\(events)::text[]) = 0 OR event = ANY(\(events)::text[]))
+                  AND (\(product)::text IS NULL OR product_id = \(product))
+                  AND (\(user)::text IS NULL OR user_id = \(user))
+                  AND (\(environment)::text IS NULL OR environment = \(environment))
+                GROUP BY 1, 2, 3, 4
+            )
+            SELECT day, product_id, currency, environment, purchases, units::bigint, gross::text, refunds,
+                   refunded_units::bigint, refunded_amount::text, (gross - refunded_amount)::text, unpriced
+            FROM g
+            ORDER BY day, product_id, currency, environment
+            """
+        var rows: [AuditSummaryRow] = []
+        try await read {
+            for try await row in try await client.query(query, logger: logger) {
+                let (day, productId, currency, environment, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced) =
+                    try row.decode((String?, String?, String?, String?, Int, Int, String, Int, Int, String, String, Int).self)
+                rows.append(AuditSummaryRow(
+                    day: day, productId: productId, currency: currency, environment: environment.flatMap(StoreEnvironment.init(rawValue:)),
+                    purchases: purchases, units: units, gross: gross, refunds: refunds, refundedUnits: refundedUnits,
+                    refundedAmount: refundedAmount, net: net, unpriced: unpriced
+                ))
+            }
+        }
+        return rows
+    }
+
+    // MARK: Catalog gaps
+
+    /// Products the app sold that its catalog does not define (recorded as `unknown`), by id.
+    /// Once the product is defined and the projections catch up, it drops off this list.
+    public func unclassified(app: String) async throws -> [UnclassifiedProduct] {
+        var products: [UnclassifiedProduct] = []
+        try await read {
+            let rows = try await client.query(
+                """
+                SELECT product_id, count(DISTINCT transaction_id), sum(quantity)::bigint, count(DISTINCT user_id),
+                       min(purchase_date), max(purchase_date)
+                FROM ledger.audit_trail
+                WHERE app = \(app) AND product_type = 'unknown' AND event <> 'refund'
+                GROUP BY product_id
+                ORDER BY product_id
+                """,
+                logger: logger
+            )
+            for try await (productId, transactions, units, users, first, last) in rows.decode((String, Int, Int, Int, Date, Date).self) {
+                products.append(UnclassifiedProduct(productId: productId, transactions: transactions, units: units, users: users,
+                                                    firstPurchase: first, lastPurchase: last))
+            }
+        }
+        return products
+    }
+
+    // MARK: Errors
+
+    /// Runs a read; a view without this version's columns (the new version still building, or no
+    /// projection runner yet) is `notReady` rather than SQL.
+    private func read(_ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as PSQLError {
+            let state = error.serverInfo?[.sqlState]
+            // 42703 undefined_column, 42P01 undefined_table.
+            if state == "42703" || state == "42P01" {
+                logger.debug("audit trail not ready", metadata: ["ledger.sql_state": "\(state ?? "-")"])
+                throw AuditQueryError.notReady
+            }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+import LedgerDomain
+
+/// One money event of the audit trail, as finance reads it.
+///
+/// Encodes with ISO 8601 UTC times and every key present (null when absent), whatever the
+/// encoder's date strategy, so JSON and CSV exports carry the same columns.
+public struct AuditRow: Sendable, Hashable {
+    /// Log position of the event; with `event`, the row's key and its order.
+    public let position: Int64
+    /// When the money moved: the purchase date, or for a refund the refund date.
+    public let occurredAt: Date
+    /// When the ledger recorded the event.
+    public let recordedAt: Date?
+    public let environment: StoreEnvironment
+    public let userId: String
+    public let deviceId: String?
+    public let event: AuditEventKind
+    public let transactionId: String
+    public let originalTransactionId: String
+    public let productId: String
+    public let productType: ProductType
+    public let quantity: Int
+    /// Price per unit as decimal text, nil when the device did not report one.
+    public let price: String?
+    public let currency: String?
+    /// `price × quantity` as decimal text; nil when the price is unknown.
+    public let amount: String?
+    public let purchaseDate: Date
+    public let expiresDate: Date?
+    /// The transaction has been refunded or revoked (on its purchase row as on its refund row).
+    public let revoked: Bool
+
+    public init(
+        position: Int64, occurredAt: Date, recordedAt: Date?, environment: StoreEnvironment, userId: String,
+        deviceId: String?, event: AuditEventKind, transactionId: String, originalTransactionId: String, productId: String,
+        productType: ProductType, quantity: Int, price: String?, currency: String?, amount: String?, purchaseDate: Date,
+        expiresDate: Date?, revoked: Bool
+    ) {
+        self.position = position
+        self.occurredAt = occurredAt
+        self.recordedAt = recordedAt
+        self.environment = environment
+        self.userId = userId
+        self.deviceId = deviceId
+        self.event = event
+        self.transactionId = transactionId
+        self.originalTransactionId = originalTransactionId
+        self.productId = productId
+        self.productType = productType
+        self.quantity = quantity
+        self.price = price
+        self.currency = currency
+        self.amount = amount
+        self.purchaseDate = purchaseDate
+        self.expiresDate = expiresDate
+        self.revoked = revoked
+    }
+}
+
+extension AuditRow: Codable {
+    enum CodingKeys: String, CodingKey {
+        case position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId
+        case productId, productType, quantity, price, currency, amount, purchaseDate, expiresDate, revoked
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        func time(_ key: CodingKeys) throws -> Date? {
+            guard let text = try container.decodeIfPresent(String.self, forKey: key) else { return nil }
+            guard let date = LedgerJSON.parseTimestamp(text) else {
+                throw DecodingError.dataCorruptedError(forKey: key, in: container, debugDescription: "'\(text)' is not an ISO 8601 time")
+            }
+            return date
+        }
+        func required(_ key: CodingKeys) throws -> Date {
+            guard let date = try time(key) else {
+                throw DecodingError.valueNotFound(Date.self, .init(codingPath: [key], debugDescription: "\(key.stringValue) is required"))
+            }
+            return date
+        }
+        self.init(
+            position: try container.decode(Int64.self, forKey: .position),
+            occurredAt: try required(.occurredAt),
+            recordedAt: try time(.recordedAt),
+            environment: try container.decode(StoreEnvironment.self, forKey: .environment),
+            userId: try container.decode(String.self, forKey: .userId),
+            deviceId: try container.decodeIfPresent(String.self, forKey: .deviceId),
+            event: try container.decode(AuditEventKind.self, forKey: .event),
+            transactionId: try container.decode(String.self, forKey: .transactionId),
+            originalTransactionId: try container.decode(String.self, forKey: .originalTransactionId),
+            productId: try container.decode(String.self, forKey: .productId),
+            productType: try container.decode(ProductType.self, forKey: .productType),
+            quantity: try container.decode(Int.self, forKey: .quantity),
+            price: try container.decodeIfPresent(String.self, forKey: .price),
+            currency: try container.decodeIfPresent(String.self, forKey: .currency),
+            amount: try container.decodeIfPresent(String.self, forKey: .amount),
+            purchaseDate: try required(.purchaseDate),
+            expiresDate: try time(.expiresDate),
+            revoked: try container.decode(Bool.self, forKey: .revoked)
+        )
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(position, forKey: .position)
+        try container.encode(LedgerJSON.formatTimestamp(occurredAt), forKey: .occurredAt)
+        try container.encode(recordedAt.map(LedgerJSON.formatTimestamp), forKey: .recordedAt)
+        try container.encode(environment, forKey: .environment)
+        try container.encode(userId, forKey: .userId)
+        try container.encode(deviceId, forKey: .deviceId)
+        try container.encode(event, forKey: .event)
+        try container.encode(transactionId, forKey: .transactionId)
+        try container.encode(originalTransactionId, forKey: .originalTransactionId)
+        try container.encode(productId, forKey: .productId)
+        try container.encode(productType, forKey: .productType)
+        try container.encode(quantity, forKey: .quantity)
+        try container.encode(price, forKey: .price)
+        try container.encode(currency, forKey: .currency)
+        try container.encode(amount, forKey: .amount)
+        try container.encode(LedgerJSON.formatTimestamp(purchaseDate), forKey: .purchaseDate)
+        try container.encode(expiresDate.map(LedgerJSON.formatTimestamp), forKey: .expiresDate)
+        try container.encode(revoked, forKey: .revoked)
+    }
+}

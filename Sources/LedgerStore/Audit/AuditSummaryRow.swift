@@ -1,0 +1,66 @@
+import LedgerDomain
+
+/// Totals of one group of audit trail rows. Amounts are decimal text in `currency`.
+///
+/// Purchases and renewals count as money taken; refunds are counted separately and subtracted
+/// only in `net`. A group key that was not asked for is nil (`currency` nil means rows without a
+/// price, which carry no currency either).
+public struct AuditSummaryRow: Sendable, Hashable, Codable {
+    /// UTC day of `occurred_at`, `YYYY-MM-DD`, when grouped by day.
+    public let day: String?
+    public let productId: String?
+    public let currency: String?
+    public let environment: StoreEnvironment?
+    /// Purchase and renewal rows.
+    public let purchases: Int
+    /// Units of those rows.
+    public let units: Int
+    /// Sum of price × quantity over those of them with a price.
+    public let gross: String
+    public let refunds: Int
+    public let refundedUnits: Int
+    public let refundedAmount: String
+    /// gross − refundedAmount.
+    public let net: String
+    /// Rows (of any event) without a price: not in any amount.
+    public let unpriced: Int
+
+    public init(
+        day: String?, productId: String?, currency: String?, environment: StoreEnvironment?, purchases: Int, units: Int,
+        gross: String, refunds: Int, refundedUnits: Int, refundedAmount: String, net: String, unpriced: Int
+    ) {
+        self.day = day
+        self.productId = productId
+        self.currency = currency
+        self.environment = environment
+        self.purchases = purchases
+        self.units = units
+        self.gross = gross
+        self.refunds = refunds
+        self.refundedUnits = refundedUnits
+        self.refundedAmount = refundedAmount
+        self.net = net
+        self.unpriced = unpriced
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case day, productId, currency, environment, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced
+    }
+
+    /// Every key present, null when not grouped on, so every row has the same shape.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(day, forKey: .day)
+        try container.encode(productId, forKey: .productId)
+        try container.encode(currency, forKey: .currency)
+        try container.encode(environment, forKey: .environment)
+        try container.encode(purchases, forKey: .purchases)
+        try container.encode(units, forKey: .units)
+        try container.encode(gross, forKey: .gross)
+        try container.encode(refunds, forKey: .refunds)
+        try container.encode(refundedUnits, forKey: .refundedUnits)
+        try container.encode(refundedAmount, forKey: .refundedAmount)
+        try container.encode(net, forKey: .net)
+        try container.encode(unpriced, forKey: .unpriced)
+    }
+}
