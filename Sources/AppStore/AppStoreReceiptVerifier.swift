@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import LedgerDomain
 import Logging
+import Metrics
 import NIOCore
 import NIOHTTP1
 
@@ -16,6 +17,7 @@ import NIOHTTP1
 public struct AppStoreReceiptVerifier: ReceiptVerifier {
     let configuration: AppStoreConfiguration
     let httpClient: HTTPClient
+    let metrics = AppStoreMetrics()
 
     /// - Parameter httpClient: owned by the caller, who shuts it down; `.shared` needs no shutdown.
     public init(configuration: AppStoreConfiguration = .init(), httpClient: HTTPClient = .shared) {
@@ -101,6 +103,25 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
     /// One HTTP exchange. Transport failures and non-200 answers become `unavailable`; a 200 whose body
     /// is not a `verifyReceipt` answer becomes `malformedResponse`.
     private func post(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus) {
+        let start = ContinuousClock.now
+        do {
+            let answer = try await postUnmeasured(body, to: url, environment: environment)
+            metrics.record(.receiptStatus(answer.1.code), environment: environment, duration: ContinuousClock.now - start)
+            return answer
+        } catch let failure as HTTPExchangeFailure {
+            metrics.record(failure.outcome, environment: environment, duration: ContinuousClock.now - start)
+            throw failure.error
+        }
+    }
+
+    /// A failed exchange: the error to report and how the metrics name it.
+    private struct HTTPExchangeFailure: Error {
+        let error: ReceiptVerificationError
+        let outcome: AppStoreMetrics.Outcome
+    }
+
+    /// `post` without its metrics; every failure except cancellation is an `HTTPExchangeFailure`.
+    private func postUnmeasured(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus) {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -115,18 +136,27 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         } catch let error as CancellationError {
             throw error
         } catch let error as NIOTooManyBytesError {
-            throw ReceiptVerificationError.malformedResponse("the answer from \(url) is larger than \(configuration.maximumResponseBytes) bytes (\(error))")
+            throw HTTPExchangeFailure(
+                error: .malformedResponse("the answer from \(url) is larger than \(configuration.maximumResponseBytes) bytes (\(error))"),
+                outcome: .malformedResponse
+            )
         } catch {
-            throw ReceiptVerificationError.unavailable("the \(environment) App Store at \(url) did not answer (\(Self.describe(error)))")
+            throw HTTPExchangeFailure(
+                error: .unavailable("the \(environment) App Store at \(url) did not answer (\(Self.describe(error)))"),
+                outcome: Self.isTimeout(error) ? .timeout : .connectionError
+            )
         }
         guard httpStatus == .ok else {
-            throw ReceiptVerificationError.unavailable("the \(environment) App Store at \(url) answered HTTP \(httpStatus.code)")
+            throw HTTPExchangeFailure(
+                error: .unavailable("the \(environment) App Store at \(url) answered HTTP \(httpStatus.code)"),
+                outcome: .http(Int(httpStatus.code))
+            )
         }
         guard let root = LenientJSON(data: Data(bytes.readableBytesView)), root.object != nil else {
-            throw ReceiptVerificationError.malformedResponse("the answer from \(url) is not a JSON object")
+            throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(url) is not a JSON object"), outcome: .malformedResponse)
         }
         guard let code = root["status"].int else {
-            throw ReceiptVerificationError.malformedResponse("the answer from \(url) has no numeric 'status'")
+            throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(url) has no numeric 'status'"), outcome: .malformedResponse)
         }
         return (root, ReceiptStatus(code: code))
     }
@@ -155,13 +185,13 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
     }
 
     private static func describe(_ error: any Error) -> String {
-        if let error = error as? HTTPClientError {
-            if error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
-                return "timed out"
-            }
-            return "\(error)"
-        }
+        if isTimeout(error) { return "timed out" }
         return String(describing: error)
+    }
+
+    private static func isTimeout(_ error: any Error) -> Bool {
+        guard let error = error as? HTTPClientError else { return false }
+        return error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout
     }
 
     private static func summary(_ outcome: Result<(LenientJSON, ReceiptStatus), ReceiptVerificationError>) -> String {

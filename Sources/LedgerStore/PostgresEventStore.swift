@@ -1,6 +1,7 @@
 import Foundation
 import LedgerDomain
 import Logging
+import Metrics
 import PostgresNIO
 
 /// The event log in PostgreSQL: `ledger.events`, written only through `ledger.append()`.
@@ -11,6 +12,7 @@ public struct PostgresEventStore: EventStore {
     let client: PostgresClient
     let logger: Logger
     let notifier = CommitNotifier()
+    let metrics = AppendMetrics()
     /// How often a racing writer is retried before the conflict is reported.
     let maximumAttempts = 8
 
@@ -22,6 +24,24 @@ public struct PostgresEventStore: EventStore {
     // MARK: Append
 
     public func append(
+        _ events: [NewEvent],
+        to stream: StreamID,
+        expecting expected: ExpectedVersion
+    ) async throws -> AppendResult {
+        let start = ContinuousClock.now
+        defer { metrics.duration.record(duration: ContinuousClock.now - start) }
+        do {
+            let result = try await appendRetrying(events, to: stream, expecting: expected)
+            metrics.record(result)
+            return result
+        } catch let error as StoreError where error.code == .wrongExpectedVersion {
+            metrics.conflicts.increment()
+            throw error
+        }
+    }
+
+    /// `append` without its metrics: validates, then appends, retrying races and duplicate checks.
+    private func appendRetrying(
         _ events: [NewEvent],
         to stream: StreamID,
         expecting expected: ExpectedVersion

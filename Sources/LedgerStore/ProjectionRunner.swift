@@ -60,6 +60,7 @@ public struct ProjectionRunner: Service {
     func runProjection(_ projection: any UserProjection.Type) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
+        let metrics = ProjectionMetrics(projection)
         var delay = Duration.milliseconds(250)
         while !Task.isCancelled {
             do {
@@ -67,6 +68,7 @@ public struct ProjectionRunner: Service {
                     logger.warning("projection stopped earlier; see `ledger projections status`")
                     return
                 }
+                metrics.record(position: checkpoint, head: try await store.headPosition())
                 let follower = LogFollower(
                     store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
                     batchSize: batchSize, logger: logger
@@ -76,7 +78,14 @@ public struct ProjectionRunner: Service {
                     let last = try await apply(events, to: projection, after: position)
                     position = last
                     delay = .milliseconds(250)
-                    if events.count < batchSize { try await switchOverIfCaughtUp(projection, at: last) }
+                    if events.count < batchSize {
+                        // A short batch means the follower has read everything visible: no lag.
+                        metrics.record(position: last, head: last)
+                        try await switchOverIfCaughtUp(projection, at: last)
+                    } else {
+                        // Catching up: one cheap max(position) per full batch measures the distance.
+                        metrics.record(position: last, head: try await store.headPosition())
+                    }
                 }
                 return
             } catch where Task.isCancelled || error is CancellationError {
