@@ -27,6 +27,7 @@ public struct LedgerAPI: Sendable {
     let idempotency: IdempotencyStore
     let reads: UserReadModels
     let verifier: any ReceiptVerifier
+    let client: PostgresClient
     let logger: Logger
 
     public init(
@@ -40,6 +41,7 @@ public struct LedgerAPI: Sendable {
         self.idempotency = IdempotencyStore(client: client, logger: logger)
         self.reads = UserReadModels(client: client, logger: logger)
         self.verifier = verifier
+        self.client = client
         self.logger = logger
     }
 
@@ -57,6 +59,10 @@ public struct LedgerAPI: Sendable {
         apps.get("users/:userId/balances") { try await balances($0, $1) }
         apps.get("users/:userId/subscriptions") { try await subscriptions($0, $1) }
         apps.get("users/:userId/history") { try await history($0, $1) }
+        let audit = router.group("v1/audit")
+        audit.get("events") { try await auditEvents($0, $1) }
+        audit.get("summary") { try await auditSummary($0, $1) }
+        audit.get("unclassified") { try await auditUnclassified($0, $1) }
     }
 }
 

@@ -34,10 +34,14 @@ public struct LedgerServer: Sendable {
 
     /// Every route, behind the request-id and error middleware.
     public func router() -> Router<LedgerRequestContext> {
+        let registry = LedgerMetrics.bootstrap()
         let router = Router(context: LedgerRequestContext.self)
         router.middlewares.add(RequestIDMiddleware())
+        router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(ErrorMiddleware())
         HealthController(client: client, logger: logger).addRoutes(to: router)
+        OpenAPIController().addRoutes(to: router)
+        MetricsController(registry: registry).addRoutes(to: router)
         LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, logger: logger).addRoutes(to: router)
         return router
     }

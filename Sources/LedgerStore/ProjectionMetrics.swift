@@ -10,8 +10,8 @@ struct ProjectionMetrics: Sendable {
     let position: Gauge
     let lag: Gauge
 
-    init(_ projection: any UserProjection.Type) {
-        let dimensions = [("projection", projection.name), ("version", String(projection.version))]
+    init(_ projection: any UserProjection.Type, database: String) {
+        let dimensions = [("database", database), ("projection", projection.name), ("version", String(projection.version))]
         position = Gauge(label: "ledger_projection_position", dimensions: dimensions)
         lag = Gauge(label: "ledger_projection_lag_events", dimensions: dimensions)
     }

@@ -22,6 +22,8 @@ public struct ProjectionRunner: Service {
     let projections: [any UserProjection.Type]
     let batchSize: Int
     let pollInterval: Duration
+    /// The `database` label of this runner's gauges (several ledgers may report to one Prometheus).
+    let metricsDatabase: String
     let logger: Logger
 
     public init(
@@ -30,8 +32,10 @@ public struct ProjectionRunner: Service {
         projections: [any UserProjection.Type] = Projections.all,
         batchSize: Int = 1_000,
         pollInterval: Duration = .seconds(1),
+        metricsDatabase: String? = nil,
         logger: Logger
     ) {
+        self.metricsDatabase = metricsDatabase ?? listenConfiguration?.database ?? "ledger"
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.listenConfiguration = listenConfiguration
@@ -60,7 +64,7 @@ public struct ProjectionRunner: Service {
     func runProjection(_ projection: any UserProjection.Type) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
-        let metrics = ProjectionMetrics(projection)
+        let metrics = ProjectionMetrics(projection, database: metricsDatabase)
         var delay = Duration.milliseconds(250)
         while !Task.isCancelled {
             do {

@@ -78,6 +78,8 @@ struct Serve: AsyncParsableCommand {
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
             "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
         ])
+        // Before the store, the App Store client and the runner exist: they make their metrics when made.
+        LedgerMetrics.bootstrap()
         let report = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await Migrator.bundled().migrate(client, logger: logger)
         }

@@ -112,7 +112,8 @@ struct APIHarness: Sendable {
         readWait: Duration = .seconds(10),
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
-        try await TestDatabase.withDatabase(name) { client, settings in
+        LedgerMetrics.bootstrap()
+        return try await TestDatabase.withDatabase(name) { client, settings in
             let simulatorPort = PortReporter()
             let simulator = AppStoreSimulator(
                 configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger

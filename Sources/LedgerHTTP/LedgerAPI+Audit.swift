@@ -1,0 +1,126 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import LedgerDomain
+import LedgerStore
+import Logging
+import NIOCore
+
+extension LedgerAPI {
+    /// `GET /v1/audit/events`: the money-relevant events of the key's app, filtered, in log order.
+    /// JSON pages with `nextCursor`; with `Accept: text/csv`, RFC 4180 CSV with a header row: every
+    /// matching row streamed, or one page when `cursor` or `limit` is given (`X-Next-Cursor` then).
+    func auditEvents(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let key = try await access.authorize(request, &context, scope: .finance)
+        let filter = try Self.auditFilter(request)
+        let audit = AuditQueries(client: client, logger: context.logger)
+        let cursorText = request.uri.queryParameters.get("cursor")
+        let limit = try Self.integerQuery("limit", request, range: 1...Int64(AuditQueries.maximumPageSize))
+        let wantsCSV = request.headers[.accept]?.contains("text/csv") == true
+        do {
+            let cursor = try cursorText.map { text throws(AuditQueryError) in try AuditCursor(parsing: text, app: key.app) }
+            if wantsCSV && cursor == nil && limit == nil {
+                _ = try await audit.events(app: key.app, filter: filter, limit: 1)  // refuse a bad filter before the 200 is sent
+                let app = key.app
+                let logger = context.logger
+                let body = ResponseBody { writer in
+                    var chunk = AuditCSV.header
+                    try await audit.forEachEvent(app: app, filter: filter, pageSize: 1_000) { row in
+                        chunk += AuditCSV.line(row)
+                        if chunk.utf8.count > 64 * 1024 {
+                            try await writer.write(ByteBuffer(string: chunk))
+                            chunk = ""
+                        }
+                    }
+                    try await writer.write(ByteBuffer(string: chunk))
+                    try await writer.finish(nil)
+                    logger.debug("audit csv streamed")
+                }
+                return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-\(app).csv"), body: body)
+            }
+            let page = try await audit.events(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
+            if wantsCSV {
+                var headers = Self.csvHeaders(filename: "audit-\(key.app).csv")
+                if let next = page.nextCursor { headers[.nextCursor] = next.text }
+                let text = AuditCSV.header + page.rows.map(AuditCSV.line).joined()
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+            }
+            struct Answer: Encodable { let events: [AuditRow]; let nextCursor: String? }
+            return try APIJSON.response(Answer(events: page.rows, nextCursor: page.nextCursor?.text))
+        } catch let error as AuditQueryError {
+            throw Self.translate(error)
+        }
+    }
+
+    /// `GET /v1/audit/summary`: units and money per day, product, currency and environment, refunds apart.
+    func auditSummary(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let key = try await access.authorize(request, &context, scope: .finance)
+        do {
+            let filter = try Self.auditFilter(request)
+            let groups = try request.uri.queryParameters.get("groupBy").map { text throws(AuditQueryError) in try AuditGrouping.parse(list: text) }
+                ?? Set(AuditGrouping.allCases)
+            let rows = try await AuditQueries(client: client, logger: context.logger).summary(app: key.app, filter: filter, groupBy: groups)
+            if request.headers[.accept]?.contains("text/csv") == true {
+                let text = AuditCSV.summaryHeader + rows.map(AuditCSV.line).joined()
+                return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-summary-\(key.app).csv"),
+                                body: .init(byteBuffer: ByteBuffer(string: text)))
+            }
+            struct Answer: Encodable { let groupBy: [String]; let rows: [AuditSummaryRow] }
+            return try APIJSON.response(Answer(groupBy: groups.map(\.rawValue).sorted(), rows: rows))
+        } catch let error as AuditQueryError {
+            throw Self.translate(error)
+        }
+    }
+
+    /// `GET /v1/audit/unclassified`: products money was taken for that the catalog does not know.
+    func auditUnclassified(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let key = try await access.authorize(request, &context, scope: .finance)
+        do {
+            let products = try await AuditQueries(client: client, logger: context.logger).unclassified(app: key.app)
+            struct Answer: Encodable { let products: [UnclassifiedProduct] }
+            return try APIJSON.response(Answer(products: products))
+        } catch let error as AuditQueryError {
+            throw Self.translate(error)
+        }
+    }
+
+    static func auditFilter(_ request: Request) throws -> AuditFilter {
+        let query = request.uri.queryParameters
+        do {
+            var filter = AuditFilter()
+            filter.from = try query.get("from").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "from") }
+            filter.to = try query.get("to").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "to") }
+            filter.events = try query.get("type").map { text throws(AuditQueryError) in try AuditEventKind.parse(list: text) } ?? []
+            filter.environment = try query.get("environment").map { text throws(AuditQueryError) in try AuditFilter.environment(named: text) }
+            if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
+            if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
+            try filter.validate()
+            return filter
+        } catch let error as AuditQueryError {
+            throw translate(error)
+        }
+    }
+
+    static func translate(_ error: AuditQueryError) -> APIError {
+        switch error.code {
+        case .invalidCursor:
+            var apiError = APIError(.badRequest, "invalid_cursor", error.message)
+            apiError.field = "cursor"
+            return apiError
+        case .invalidFilter, .invalidLimit: return .invalidRequest(error.message, field: error.field)
+        case .notReady: return .unavailable("projections_behind", error.message)
+        }
+    }
+
+    static func csvHeaders(filename: String) -> HTTPFields {
+        [.contentType: "text/csv; charset=utf-8; header=present", .contentDisposition: "attachment; filename=\"\(filename)\"",
+         .cacheControl: "no-store"]
+    }
+}
+
+extension HTTPField.Name {
+    static let nextCursor = Self("X-Next-Cursor")!
+}
