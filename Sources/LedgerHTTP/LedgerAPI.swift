@@ -145,7 +145,7 @@ extension LedgerAPI {
         }
         var hasher = SHA256()
         hasher.update(data: Data("\(request.method) \(request.uri.path)\n".utf8))
-        hasher.update(data: body)
+        hasher.update(data: Self.canonicalJSON(body))
         switch try await idempotency.claim(app: app, key: key, requestHash: Data(hasher.finalize())) {
         case .inProgress:
             throw APIError.conflict("idempotency_in_progress", "a request with this Idempotency-Key is still running; retry when it has answered")
@@ -169,6 +169,14 @@ extension LedgerAPI {
                 throw error
             }
         }
+    }
+
+    /// The body with its keys sorted, so that a retry serialised in another key order is the same request.
+    static func canonicalJSON(_ body: Data) -> Data {
+        guard !body.isEmpty, let object = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]),
+              let canonical = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .fragmentsAllowed])
+        else { return body }
+        return canonical
     }
 
     /// The position a command reached: its append's, or when it recorded nothing, the user's latest event's.

@@ -89,7 +89,7 @@ public struct AppRegistry: Sendable {
     public func keys(app bundleID: String? = nil) async throws -> [APIKey] {
         let rows = try await client.query("""
             SELECT key_id, app, array_to_string(scopes, ','), name, created_at, revoked_at FROM ledger.api_keys
-            WHERE \(bundleID) IS NULL OR app = \(bundleID) ORDER BY created_at DESC, key_id
+            WHERE \(bundleID)::text IS NULL OR app = \(bundleID)::text ORDER BY created_at DESC, key_id
             """, logger: logger)
         var keys: [APIKey] = []
         for try await (keyID, app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String, String?, Date, Date?).self) {

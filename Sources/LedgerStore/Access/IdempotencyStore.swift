@@ -41,11 +41,11 @@ public struct IdempotencyStore: Sendable {
 
         let seconds = Double(abandonAfter.components.seconds)
         let rows = try await client.query("""
-            SELECT request_hash, status, response, created_at < now() - make_interval(secs => \(seconds))
+            SELECT request_hash = \(requestHash), status, response, created_at < now() - make_interval(secs => \(seconds))
             FROM ledger.idempotency_keys WHERE app = \(app) AND key = \(key)
             """, logger: logger)
-        for try await (hash, status, body, abandoned) in rows.decode((Data, Int32?, Data?, Bool).self) {
-            guard hash == requestHash else { return .mismatch }
+        for try await (sameRequest, status, body, abandoned) in rows.decode((Bool, Int32?, Data?, Bool).self) {
+            guard sameRequest else { return .mismatch }
             if let status { return .replay(status: Int(status), body: body ?? Data()) }
             guard abandoned else { return .inProgress }
             let taken = try await client.query("""
