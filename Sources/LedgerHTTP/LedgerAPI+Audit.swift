@@ -46,7 +46,19 @@ extension LedgerAPI {
                 let text = AuditCSV.header + page.rows.map(AuditCSV.line).joined()
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
             }
-            struct Answer: Encodable { let events: [AuditRow]; let nextCursor: String? }
+            struct Answer: Encodable {
+                let events: [AuditRow]
+                let nextCursor: String?
+
+                /// `nextCursor` is written as null on the last page, so clients can test for it.
+                func encode(to encoder: any Encoder) throws {
+                    var container = encoder.container(keyedBy: CodingKeys.self)
+                    try container.encode(events, forKey: .events)
+                    try container.encode(nextCursor, forKey: .nextCursor)
+                }
+
+                enum CodingKeys: String, CodingKey { case events, nextCursor }
+            }
             return try APIJSON.response(Answer(events: page.rows, nextCursor: page.nextCursor?.text))
         } catch let error as AuditQueryError {
             throw Self.translate(error)

@@ -19,6 +19,17 @@ extension LedgerAPI {
         /// purchase, renewal, restore, revocation, device, finish, failure, consumption, subscription_restore
         let kind: String
         let position: Int64
+
+        /// Absent ids are written as null, so every item has the same keys.
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(transactionId, forKey: .transactionId)
+            try container.encode(productId, forKey: .productId)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(position, forKey: .position)
+        }
+
+        enum CodingKeys: String, CodingKey { case transactionId, productId, kind, position }
     }
 
     struct DuplicateItem: Encodable, Sendable {

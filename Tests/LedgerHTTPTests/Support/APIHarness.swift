@@ -9,6 +9,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
+import Testing
 
 /// A whole ledger for one test: its own database, the App Store simulator, the HTTP server and the
 /// projection runner, all on loopback; an app registered with the simulator's shared secret, and a
@@ -59,7 +60,17 @@ struct APIHarness: Sendable {
         }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
         let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
-        return Answer(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        let answer = Answer(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        if let path = URL(string: url)?.path, !url.contains("/admin/"), !url.contains("/verifyReceipt") {
+            let query = URL(string: url)?.query.map { "?" + $0 } ?? ""
+            for problem in OpenAPIConformance.problems(
+                method: method.rawValue, path: path + query, status: answer.status,
+                contentType: response.headers.first(name: "Content-Type"), body: answer.body
+            ) {
+                Issue.record("the answer does not match /openapi.json: \(problem)")
+            }
+        }
+        return answer
     }
 
     // MARK: The simulator's admin API
