@@ -20,6 +20,16 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
     let metrics = AppStoreMetrics()
 
     /// - Parameter httpClient: owned by the caller, who shuts it down; `.shared` needs no shutdown.
+    /// An HTTP client suited to `verifyReceipt`: a short connect timeout, so that an App Store that
+    /// cannot be reached is reported (503) within seconds rather than after the whole request
+    /// timeout per attempt, and enough connections for concurrent ingestion. The caller shuts it down.
+    public static func makeHTTPClient(connectTimeout: Duration = .seconds(2), connectionsPerHost: Int = 64) -> HTTPClient {
+        var configuration = HTTPClient.Configuration()
+        configuration.timeout.connect = timeAmount(connectTimeout)
+        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = connectionsPerHost
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
     public init(configuration: AppStoreConfiguration = .init(), httpClient: HTTPClient = .shared) {
         self.configuration = configuration
         self.httpClient = httpClient

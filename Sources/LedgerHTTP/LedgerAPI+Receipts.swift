@@ -113,7 +113,7 @@ extension LedgerAPI {
                 apiError.appStoreStatus = error.status?.code
                 throw apiError
             case .unavailable:
-                throw APIError.unavailable("appstore_unavailable", "the App Store did not answer (\(error.message)); nothing was recorded, retry the same request later")
+                throw APIError.unavailable("appstore_unavailable", error.message)
             default:
                 throw APIError.unavailable("appstore_bad_response", "the App Store's answer could not be read (\(error.message)); nothing was recorded, retry later")
             }

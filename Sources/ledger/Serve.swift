@@ -1,4 +1,5 @@
 import AppStore
+import AsyncHTTPClient
 import ArgumentParser
 import Foundation
 import LedgerHTTP
@@ -89,7 +90,8 @@ struct Serve: AsyncParsableCommand {
         ])
 
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
-        let verifier = AppStoreReceiptVerifier(configuration: appStore)
+        let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
+        let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, logger: logger)
         let projections = ProjectionRunner(
             client: client, listenConfiguration: settings.connectionConfiguration, logger: logger
@@ -103,7 +105,13 @@ struct Serve: AsyncParsableCommand {
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            try? await appStoreClient.shutdown()
+            throw error
+        }
+        try await appStoreClient.shutdown()
     }
 }
 
