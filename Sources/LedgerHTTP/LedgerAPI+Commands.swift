@@ -11,9 +11,7 @@ extension LedgerAPI {
 
     /// `POST …/transactions/{transactionId}/finish`: the app finished the transaction on a device.
     func finish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let transactionID = try Self.parameter("transactionId", context)
         let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes)
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
@@ -30,9 +28,7 @@ extension LedgerAPI {
 
     /// `POST …/failures`: a purchase the App Store did not complete.
     func recordFailure(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes)
         for (field, value) in [("userId", body.userId), ("deviceId", body.deviceId), ("productId", body.productId)] {
             try Self.validateIdentifier(value, field: field)
@@ -49,9 +45,7 @@ extension LedgerAPI {
 
     /// `POST …/transactions/{transactionId}/revoke`: support takes back what a transaction gave.
     func revoke(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .admin, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let transactionID = try Self.parameter("transactionId", context)
         let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes)
         return try await idempotent(request, context, app: app, body: raw) {
@@ -67,9 +61,7 @@ extension LedgerAPI {
 
     /// `POST …/users/{userId}/consumptions`: the app used up units of a consumable; refused beyond the balance.
     func consume(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
         let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes)
         try Self.validateIdentifier(body.productId, field: "productId")
@@ -93,9 +85,7 @@ extension LedgerAPI {
     /// `POST …/users/{userId}/devices/{deviceId}/restore`: everything the user owns, for a device,
     /// recording which non-renewing periods the device received (the App Store never restores those).
     func restoreToDevice(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
         let device = try Self.parameter("deviceId", context)
         let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes)

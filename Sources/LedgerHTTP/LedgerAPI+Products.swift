@@ -32,9 +32,7 @@ extension LedgerAPI {
 
     /// `PUT /v1/apps/{bundleId}/products/{productId}`: defines or redefines a product (an event on the catalog stream).
     func defineProduct(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .admin, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let productID = try Self.parameter("productId", context)
         let (body, _) = try await APIJSON.decode(ProductBody.self, from: request, limit: APILimits.commandBodyBytes)
         guard let type = ProductType(rawValue: body.type), type != .unknown else {
@@ -42,6 +40,12 @@ extension LedgerAPI {
                 "type '\(body.type)' is not a product type: consumable, non_consumable, auto_renewable, non_renewing or free_subscription",
                 field: "type"
             )
+        }
+        for (field, value) in [("group", body.group), ("referenceName", body.referenceName)] {
+            if let value { try Self.validateIdentifier(value, field: field) }
+        }
+        guard (body.prices?.count ?? 0) <= 200 else {
+            throw APIError.invalidRequest("prices lists at most 200 currencies", field: "prices")
         }
         let duration: ISODuration?
         do {
@@ -65,9 +69,7 @@ extension LedgerAPI {
 
     /// `GET /v1/apps/{bundleId}/products`: the catalog, with validators for caching.
     func products(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .read, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .read)
         let catalog = try await catalogState(app: app)
         let etag = "W/\"catalog-\(catalog.version)\""
         var headers: HTTPFields = [.eTag: etag, .cacheControl: "no-cache"]

@@ -16,9 +16,7 @@ extension LedgerAPI {
     private func prepareRead(
         _ request: Request, _ context: LedgerRequestContext, projections: [String]
     ) async throws -> (app: String, user: String, position: Int64) {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .read, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .read)
         let user = try Self.parameter("userId", context)
         let position: Int64
         if let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) {
@@ -76,9 +74,7 @@ extension LedgerAPI {
 
     /// `GET …/users/{userId}/history`: the user's events in order, as recorded (from the log itself).
     func history(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .read, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .read)
         let user = try Self.parameter("userId", context)
         let from = try Self.integerQuery("fromVersion", request, range: 1...Int64.max) ?? 1
         let limit = try Self.integerQuery("limit", request, range: 1...Int64(APILimits.maximumPageSize)) ?? Int64(APILimits.defaultPageSize)

@@ -44,9 +44,7 @@ extension LedgerAPI {
     /// when the App Store is down the answer is a 503 and the log is untouched, so the same POST
     /// later simply succeeds. Posting a receipt again records nothing new.
     func ingestReceipt(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        var context = context
-        let app = try Self.parameter("bundleId", context)
-        _ = try await access.authorize(request, &context, scope: .ingest, app: app)
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes)
         try Self.validateIdentifier(body.userId, field: "userId")
         try Self.validateIdentifier(body.deviceId, field: "deviceId")

@@ -90,6 +90,15 @@ struct Reply: Sendable {
 }
 
 extension LedgerAPI {
+    /// The app of an app route, once the caller's key is shown to belong to it and to hold `scope`;
+    /// the context comes back with the key in it (and in its logger's metadata).
+    func authorizedApp(_ request: Request, _ context: LedgerRequestContext, scope: APIScope) async throws -> (String, LedgerRequestContext) {
+        var context = context
+        let app = try Self.parameter("bundleId", context)
+        _ = try await access.authorize(request, &context, scope: scope, app: app)
+        return (app, context)
+    }
+
     /// A path parameter, percent-decoded and checked: 1 to 255 characters, no control characters.
     static func parameter(_ name: String, _ context: LedgerRequestContext) throws -> String {
         guard let raw = context.parameters.get(name) else { throw APIError.invalidRequest("the path needs \(name)", field: name) }
