@@ -12,22 +12,20 @@ struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Tell the ledger's stories through its HTTP API, against a local App Store simulator.",
         discussion: """
-            Starts the App Store simulator (sandbox) and the ledger's server on free loopback ports, with the
-            managed local PostgreSQL (or --database-url / LEDGER_DATABASE_URL). Each run registers a new app,
-            com.example.demo.<time>, with the simulator's shared secret and a key with every scope, so the demo can
-            be run again and again. Then, through HTTP only, as an app's server would:
+            Starts the App Store simulator (sandbox) and the ledger's server on free loopback ports, over the managed local PostgreSQL (or --database-url / LEDGER_DATABASE_URL). Each run registers a new app, com.example.demo.<time>, with the simulator's shared secret and a key with every scope, so the demo can be run again and again. Then, through HTTP only, as an app's server would:
 
-              consumable       5 coins bought, 3 used, 3 more refused (409 insufficient_balance, balance 2)
-              non-consumable   bought, bought again (recorded as a restore, one purchase in the audit),
-                               restored to a tablet
-              non-renewing     a one-month pass bought twice (periods stacked back to back), restored to a laptop
-              refund           Apple refunds a purchase; the next receipt revokes it and the entitlement goes
-              auto-renewable   renews on the sandbox clock (a month = 5 minutes, advanced by the simulator),
-                               then lapses after the sixth renewal
+              consumable      5 coins bought, 3 used, 3 more refused
+                              (409 insufficient_balance, balance 2)
+              non-consumable  bought, bought again (recorded as a restore:
+                              one purchase in the audit), restored to a tablet
+              non-renewing    a one-month pass bought twice (periods stacked
+                              back to back), restored to a new laptop
+              refund          Apple refunds a purchase; the next receipt
+                              revokes it and the entitlement goes
+              auto-renewable  renews on the sandbox clock (a month lasts
+                              5 minutes), then lapses after the 6th renewal
 
-            Each step prints what was sent and answered; each story ends with the user's entitlements, balances
-            and periods. Then it prints where to look next (audit CSV, projections status, audit export) and
-            stops, unless --keep-running. Takes a few seconds.
+            Each step prints what was sent and what was answered; each story ends with the user's entitlements, balances and periods. Then it prints where to look next (the audit CSV, projections status, audit export) and stops, unless --keep-running. Takes a few seconds.
             """
     )
 
