@@ -27,14 +27,16 @@ extension DemoStories {
 
 extension StoryRecorder {
     /// Reads the user's audit rows (finance scope) until `ready` holds: the audit trail is a
-    /// projection, and the audit routes take no `minPosition`, so this waits up to 10 seconds.
+    /// projection, and the audit routes take no `minPosition`, so this waits up to 10 seconds,
+    /// retrying a 503 that says it is retryable (the audit trail of a fresh database is still building).
     @discardableResult
     mutating func audit(_ name: String, _ title: String, product: String, until ready: ([DemoJSON]) -> Bool) async throws -> DemoAnswer {
         let path = "/v1/audit/events?userId=\(user)&productId=\(product)"
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let answer = try await client.ledger(.GET, path)
-            if answer.status != 200 || ready(answer.body["events"]?.array ?? []) { break }
+            let retryable = answer.status == 503 && answer.body["error"]?["retryable"]?.bool == true
+            if answer.status == 200 ? ready(answer.body["events"]?.array ?? []) : !retryable { break }
             try await Task.sleep(for: .milliseconds(50))
         }
         return try await ledger(name, title, .GET, path)
