@@ -131,7 +131,10 @@ struct APIHarness: Sendable {
             ) { simulatorPort.report($0) }
             return try await withRunningServices([simulator], logger: logger) {
                 let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
-                let secret = try await send(.GET, simulatorBase + "/admin/apps/\(app)", key: nil).json["sharedSecret"] as? String
+                // PUT creates the app in the simulator with a random secret (a GET of an unknown app is a 404,
+                // which left the ledger without the secret and auto-renewable receipts answering 21004).
+                let secret = try await send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil).json["sharedSecret"] as? String
+                guard secret != nil else { throw HarnessError(message: "the simulator did not create app \(app)") }
                 let registry = AppRegistry(client: client, logger: logger)
                 try await registry.addApp(app, sharedSecret: secret)
                 var keys: [String: String] = [:]

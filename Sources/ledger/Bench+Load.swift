@@ -1,0 +1,105 @@
+import AppStore
+import ArgumentParser
+import AsyncHTTPClient
+import Foundation
+import LedgerDomain
+import LedgerStore
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+extension Bench {
+    struct Load: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "http",
+            abstract: "Load the HTTP API on loopback: receipts ingested/s and entitlement reads/s, against `bench append`.",
+            discussion: """
+                Runs the ledger's server and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (a device and a purchase: one append of two events). Then --reads entitlement reads of those users. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s.
+                """
+        )
+
+        @OptionGroup var options: GlobalOptions
+        @Option(help: "Receipts to ingest (one test user each).") var receipts = 4_000
+        @Option(help: "Entitlement reads.") var reads = 20_000
+        @Option(help: "Requests in flight.") var workers = 16
+        @Option(help: "Events for the append baseline.") var appendEvents = 20_000
+        @Flag(help: "Keep the scratch databases for inspection.") var keep = false
+
+        func run() async throws {
+            var options = self.options
+            if options.logLevel == nil, ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] == nil { options.logLevel = "warning" }
+            let logger = try options.makeLogger()
+            guard receipts >= 1, reads >= 1, workers >= 1 else { throw CommandFailure(message: "--receipts, --reads and --workers must be at least 1") }
+            let settings = try await options.databaseSettings(logger: logger)
+            let scratch = settings.with(database: settings.database + "_httpbench")
+            try await LedgerDatabase.recreate(database: scratch.database, on: settings, logger: logger)
+            Output.error("bench http: scratch database \(scratch.database); \(receipts) receipts, \(reads) reads, \(workers) workers")
+
+            var configuration = HTTPClient.Configuration()
+            configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = workers + 4
+            let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            let simulatorForLedger = ServerPort()
+            let simulatorForLoad = ServerPort()
+            let ledgerPort = ServerPort()
+            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) { port in
+                simulatorForLedger.report(port)
+                simulatorForLoad.report(port)
+            }
+            let ledger = DemoLedgerService(settings: scratch, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger)
+            let load = HTTPLoadService(
+                settings: scratch, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
+                receipts: receipts, reads: reads, workers: workers, logger: logger
+            )
+            let group = ServiceGroup(configuration: .init(
+                services: [
+                    .init(service: simulator), .init(service: ledger),
+                    .init(service: load, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger
+            ))
+            do {
+                try await group.run()
+            } catch {
+                try? await http.shutdown()
+                throw error
+            }
+            try await http.shutdown()
+            guard let measured = await load.results.value else { throw CommandFailure(message: "the load stopped before it measured") }
+            let (ingest, read) = (measured.ingest, measured.read)
+
+            let appendScratch = settings.with(database: settings.database + "_bench")
+            try await LedgerDatabase.recreate(database: appendScratch.database, on: settings, logger: logger)
+            let workers = self.workers, appendEvents = self.appendEvents
+            let append = try await LedgerDatabase.withClient(appendScratch, maximumConnections: workers + 2, logger: logger) { client in
+                try await Migrator.bundled().migrate(client, logger: logger)
+                return try await AppendBenchmark(client: client, logger: logger).run(
+                    .init(concurrency: workers, streams: 1_000, events: appendEvents, batch: 1)
+                )
+            }
+            if !keep {
+                try await LedgerDatabase.drop(database: appendScratch.database, on: settings, logger: logger)
+                try await LedgerDatabase.drop(database: scratch.database, on: settings, logger: logger)
+            }
+
+            func row(_ name: String, _ rate: Double, _ p50: Double, _ p99: Double, _ seconds: Double, _ failures: Int) -> String {
+                name.padding(toLength: 26, withPad: " ", startingAt: 0) + String(format: "%10.0f %9.2f %9.2f %9.2f %8d", rate, p50, p99, seconds, failures)
+            }
+            Output.line("http workers=\(workers) receipts=\(ingest.requests) reads=\(read.requests); append events=\(appendEvents) batch=1")
+            Output.line("                              per s    p50 ms    p99 ms   total s   errors")
+            Output.line(row("POST receipts (ingest)", ingest.perSecond, ingest.p50, ingest.p99, ingest.seconds, ingest.failures))
+            Output.line(row("GET entitlements", read.perSecond, read.p50, read.p99, read.seconds, read.failures))
+            Output.line(row("ledger.append (batch 1)", append.ledger.eventsPerSecond, append.ledger.p50, append.ledger.p99, append.ledger.seconds, 0))
+            Output.line(row("raw INSERT (batch 1)", append.baseline.eventsPerSecond, append.baseline.p50, append.baseline.p99, append.baseline.seconds, 0))
+            Output.line(String(format: "ratio (receipts ingested/s / ledger.append/s): %.2f", ingest.perSecond / append.ledger.eventsPerSecond))
+        }
+    }
+}
+
+/// What the load measured, handed from its service to the command.
+actor LoadResults {
+    private(set) var value: (ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement)?
+
+    func set(ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement) {
+        value = (ingest, read)
+    }
+}

@@ -1,0 +1,83 @@
+import AppStore
+import Foundation
+import LedgerDemo
+import LedgerHTTP
+import LedgerStore
+import Logging
+import ServiceLifecycle
+
+/// The ledger as `ledger serve` runs it, with the simulator as its App Store, on a free port.
+struct DemoLedgerService: Service {
+    let settings: DatabaseSettings
+    let simulatorPort: ServerPort
+    let ledgerPort: ServerPort
+    let logger: Logger
+
+    func run() async throws {
+        let verifyURL = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))/verifyReceipt"
+        let appStore = AppStoreConfiguration(productionURL: verifyURL, sandboxURL: verifyURL)
+        // The demo's group handles the signals; this nested group shuts down when it does.
+        try await Serve.serve(
+            settings: settings, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, logger: logger,
+            gracefulShutdownSignals: []
+        ) { port in ledgerPort.report(port) }
+    }
+}
+
+/// Registers the demo's app, tells the stories, prints where to look next; returning shuts the demo down.
+struct DemoStoriesService: Service {
+    let settings: DatabaseSettings
+    let bundleId: String
+    let sharedSecret: String
+    let simulatorPort: ServerPort
+    let ledgerPort: ServerPort
+    let keepRunning: Bool
+    let logger: Logger
+
+    func run() async throws {
+        let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
+        let ledgerBase = "http://127.0.0.1:\(try await ledgerPort.value("the ledger's server"))"
+        try await DemoClient.createSimulatorApp(simulatorBase: simulatorBase, bundleId: bundleId, sharedSecret: sharedSecret)
+        let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
+            let registry = AppRegistry(client: client, logger: logger)
+            _ = try await registry.addApp(bundleId, sharedSecret: sharedSecret)
+            return try await registry.createKey(app: bundleId, scopes: AppRegistry.scopes, name: "ledger demo").token
+        }
+        Output.line("Purchase Ledger demo")
+        Output.line("  ledger         \(ledgerBase)  (database \(settings.database))")
+        Output.line("  App Store      \(simulatorBase)  (simulator, sandbox)")
+        Output.line("  app            \(bundleId), registered with the simulator's shared secret")
+        Output.line("  API key        \(key)  (scopes ingest, read, finance, admin)")
+
+        let started = ContinuousClock.now
+        let client = DemoClient(ledgerBase: ledgerBase, apiKey: key, simulatorBase: simulatorBase, bundleId: bundleId)
+        let results = try await DemoStories(client: client) { Output.line($0) }.runAll()
+        let elapsed = started.duration(to: .now)
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+
+        Output.line("")
+        Output.line("== Where everyone is now ==")
+        for result in results {
+            Output.line("  \(result.userId) (\(result.story)):")
+            for line in DemoStories.summary(of: result) { Output.line("    " + line) }
+        }
+        Output.line("")
+        Output.line("\(results.count) stories, \(results.reduce(0) { $0 + $1.steps.count }) requests in " + String(format: "%.1f s", seconds))
+        Output.line("")
+        Output.line("== Where to look next ==")
+        let base = keepRunning ? ledgerBase : "http://127.0.0.1:8080"
+        if !keepRunning {
+            Output.line("  ledger serve                  # in another terminal: the same database, the key still works")
+        }
+        Output.line("  curl -s -H 'Authorization: Bearer \(key)' -H 'Accept: text/csv' \(base)/v1/audit/events")
+        Output.line("  curl -s -H 'Authorization: Bearer \(key)' \(base)/v1/apps/\(bundleId)/users/bob/history")
+        Output.line("  ledger projections status")
+        Output.line("  ledger audit export --app \(bundleId) --environment sandbox")
+        Output.line("  ledger audit summary --app \(bundleId) --environment sandbox")
+        if keepRunning {
+            Output.line("")
+            Output.line("The ledger and the simulator keep running; Ctrl-C stops them.")
+            try? await gracefulShutdown()
+        }
+    }
+}

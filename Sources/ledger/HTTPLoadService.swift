@@ -1,0 +1,98 @@
+import Foundation
+import LedgerDemo
+import LedgerStore
+import Logging
+import NIOHTTP1
+import ServiceLifecycle
+
+/// Prepares receipts in the simulator, then times receipt ingestion and entitlement reads on the
+/// ledger; returning shuts the benchmark's services down.
+struct HTTPLoadService: Service {
+    static let bundleId = "com.example.bench"
+    static let product = "coins"
+
+    let settings: DatabaseSettings
+    let load: HTTPLoad
+    let simulatorPort: ServerPort
+    let ledgerPort: ServerPort
+    let receipts: Int
+    let reads: Int
+    let workers: Int
+    let logger: Logger
+    let results = LoadResults()
+
+    func run() async throws {
+        let simulator = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
+        let ledger = "http://127.0.0.1:\(try await ledgerPort.value("the ledger's server"))"
+        let app = Self.bundleId, product = Self.product
+        let secret = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await DemoClient.createSimulatorApp(simulatorBase: simulator, bundleId: app, sharedSecret: secret, http: load.http)
+        let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
+            let registry = AppRegistry(client: client, logger: logger)
+            _ = try await registry.addApp(app, sharedSecret: secret)
+            return try await registry.createKey(app: app, scopes: AppRegistry.scopes, name: "ledger bench http").token
+        }
+        try await expect(200, try HTTPLoad.request(.PUT, "\(simulator)/admin/apps/\(app)/products/\(product)", json: ["type": "consumable"]))
+        try await expect(200, try HTTPLoad.request(.PUT, "\(ledger)/v1/apps/\(app)/products/\(product)", key: key,
+                                                   json: ["type": "consumable", "prices": ["USD": "0.99"]]))
+
+        // Receipts for warm-up, the timed run and one last write whose position the reads wait for.
+        let warmUp = min(64, receipts)
+        let total = warmUp + receipts + 1
+        Output.error("bench http: buying \(total) receipts in the simulator (not timed)")
+        let bought = try await withThrowingTaskGroup(of: [(Int, String)].self) { group in
+            for worker in 0..<workers {
+                group.addTask {
+                    var mine: [(Int, String)] = []
+                    for index in stride(from: worker, to: total, by: workers) {
+                        let user = "user-\(index)"
+                        try await expect(201, try HTTPLoad.request(.POST, "\(simulator)/admin/users", json: ["userId": user]))
+                        let answer = try await load.json(try HTTPLoad.request(.POST, "\(simulator)/admin/purchases", json: [
+                            "userId": user, "bundleId": app, "productId": product, "quantity": 1,
+                        ]))
+                        guard answer.status == 201, let receipt = answer.body["receipt"] as? String else {
+                            throw CommandFailure(message: "the simulator refused a purchase: \(answer.status) \(answer.body)")
+                        }
+                        mine.append((index, receipt))
+                    }
+                    return mine
+                }
+            }
+            var all: [(Int, String)] = []
+            for try await part in group { all += part }
+            return all.sorted { $0.0 < $1.0 }.map(\.1)
+        }
+        let ingests = try bought.enumerated().map { index, receipt in
+            try HTTPLoad.request(.POST, "\(ledger)/v1/apps/\(app)/receipts", key: key, json: [
+                "userId": "user-\(index)", "deviceId": "device-\(index)", "receiptData": receipt, "price": "0.99", "currency": "USD",
+            ])
+        }
+
+        _ = try await load.run(Array(ingests[..<warmUp]), workers: workers, expect: 200)
+        Output.error("bench http: ingesting \(receipts) receipts")
+        let ingest = try await load.run(Array(ingests[warmUp..<(warmUp + receipts)]), workers: workers, expect: 200)
+
+        let last = try await load.json(ingests[total - 1])
+        guard last.status == 200, let position = last.body["position"] as? Int else {
+            throw CommandFailure(message: "the last receipt was refused: \(last.status) \(last.body)")
+        }
+        let caughtUp = try HTTPLoad.request(.GET, "\(ledger)/v1/apps/\(app)/users/user-\(total - 1)/entitlements?minPosition=\(position)", key: key)
+        try await expect(200, caughtUp)
+
+        let users = warmUp + receipts
+        let gets = try (0..<reads).map { index in
+            try HTTPLoad.request(.GET, "\(ledger)/v1/apps/\(app)/users/user-\((index * 7_919) % users)/entitlements", key: key)
+        }
+        _ = try await load.run(Array(gets.prefix(min(reads, 256))), workers: workers, expect: 200)
+        Output.error("bench http: reading entitlements \(reads) times")
+        let read = try await load.run(gets, workers: workers, expect: 200)
+        await results.set(ingest: ingest, read: read)
+    }
+
+    private func expect(_ status: Int, _ request: HTTPLoad.Request) async throws {
+        let answer = try await load.json(request)
+        guard answer.status == status else {
+            throw CommandFailure(message: "\(request.method.rawValue) \(request.url) answered \(answer.status), expected \(status): \(answer.body)")
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import LedgerDemo
+import Testing
+
+/// The stories `ledger demo` tells, each through HTTP against the simulator and a real PostgreSQL.
+@Suite struct DemoStoryTests {
+    /// Runs `body` with the demo's catalog defined in the harness's simulator and ledger.
+    private func withStories<T: Sendable>(_ name: String = #function, _ body: @Sendable (DemoStories) async throws -> T) async throws -> T {
+        try await APIHarness.run(name) { api in
+            let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+            let stories = DemoStories(client: client)
+            try await stories.defineCatalog()
+            return try await body(stories)
+        }
+    }
+
+    private func kinds(_ step: DemoStep?) -> [String] {
+        (step?.answer["recorded"]?.array ?? []).compactMap { $0["kind"]?.string }
+    }
+
+    @Test func aConsumableIsBoughtPartlyUsedAndAnOverdrawIsRefusedWithTheBalance() async throws {
+        let result = try await withStories { try await $0.consumable() }
+        #expect(kinds(result["ingest"]) == ["device", "purchase"])
+        #expect(result["consume"]?.answer["balance"]?.int == 2)
+        let overdraw = try #require(result["overdraw"])
+        #expect(overdraw.status == 409)
+        #expect(overdraw.answer["error"]?["code"]?.string == "insufficient_balance")
+        #expect(overdraw.answer["error"]?["balance"]?.int == 2)
+        let coins = try #require(result.balances["balances"]?[0])
+        #expect(coins["purchased"]?.int == 5)
+        #expect(coins["consumed"]?.int == 3)
+        #expect(coins["balance"]?.int == 2)
+        #expect(result.entitlements["consumables"]?[0]?["balance"]?.int == 2)
+    }
+
+    @Test func aNonConsumableBoughtAgainIsARestoreNotASecondPurchaseAndRestoresToASecondDevice() async throws {
+        let result = try await withStories { try await $0.nonConsumable() }
+        let original = try #require(result["buy"]?.answer["transaction"]?["transactionId"]?.string)
+        let again = try #require(result["buy-again"]?.answer["transaction"])
+        #expect(again["originalTransactionId"]?.string == original)
+        #expect(again["transactionId"]?.string != original)
+
+        #expect(kinds(result["ingest"]) == ["device", "purchase"])
+        #expect(kinds(result["ingest-again"]) == ["restore"])
+        let duplicates = (result["ingest-again"]?.answer["duplicates"]?.array ?? []).compactMap { $0["transactionId"]?.string }
+        #expect(duplicates == [original])
+
+        let rows = result["audit"]?.answer["events"]?.array ?? []
+        #expect(rows.filter { $0["event"]?.string == "purchase" }.map { $0["transactionId"]?.string } == [original])
+
+        let restored = try #require(result["restore-device"])
+        #expect(restored.answer["deviceId"]?.string == "tablet")
+        let ownedOnTablet = (restored.answer["entitlements"]?["owned"]?.array ?? []).compactMap { $0["productId"]?.string }
+        #expect(ownedOnTablet == [DemoStories.Product.levelPack])
+        let owned = result.entitlements["owned"]?.array ?? []
+        #expect(owned.count == 1)
+        #expect(owned.first?["originalTransactionId"]?.string == original)
+    }
+
+    @Test func aNonRenewingSubscriptionBoughtTwiceStacksItsPeriodsAndRestoresBothToANewDevice() async throws {
+        let result = try await withStories { try await $0.nonRenewing() }
+        let first = try #require(result["buy"]?.answer["transaction"]?["transactionId"]?.string)
+        let second = try #require(result["buy-again"]?.answer["transaction"]?["transactionId"]?.string)
+        let periods = (result["periods"]?.answer["periods"]?.array ?? []).sorted { ($0["start"]?.string ?? "") < ($1["start"]?.string ?? "") }
+        try #require(periods.count == 2)
+        #expect(periods.map { $0["transactionId"]?.string } == [first, second])
+        #expect(periods[1]["start"]?.string == periods[0]["end"]?.string)
+        #expect(periods[0]["end"]?.string != periods[0]["start"]?.string)
+
+        let restored = try #require(result["restore-device"])
+        #expect(restored.answer["deviceId"]?.string == "laptop")
+        #expect(Set((restored.answer["restoredTransactionIds"]?.array ?? []).compactMap(\.string)) == [first, second])
+
+        let pass = try #require(result.entitlements["subscriptions"]?[0])
+        #expect(pass["productId"]?.string == DemoStories.Product.seasonPass)
+        #expect(pass["active"]?.bool == true)
+        #expect(pass["activeUntil"]?.string == periods[1]["end"]?.string)
+    }
+
+    @Test func aRefundRecordedFromTheNextReceiptRemovesWhatThePurchaseGave() async throws {
+        let result = try await withStories { try await $0.refund() }
+        let transaction = try #require(result["buy"]?.answer["transaction"]?["transactionId"]?.string)
+        let ownedBefore = (result["ingest"]?.answer["entitlements"]?["owned"]?.array ?? []).compactMap { $0["productId"]?.string }
+        #expect(ownedBefore == [DemoStories.Product.noAds])
+
+        let revocations = (result["ingest-refund"]?.answer["recorded"]?.array ?? []).filter { $0["kind"]?.string == "revocation" }
+        #expect(revocations.map { $0["transactionId"]?.string } == [transaction])
+        #expect(result["entitlements"]?.answer["owned"]?.array.isEmpty == true)
+        #expect(result.entitlements["owned"]?.array.isEmpty == true)
+
+        let rows = result["audit"]?.answer["events"]?.array ?? []
+        #expect(rows.map { $0["event"]?.string } == ["purchase", "refund"])
+        #expect(rows.allSatisfy { $0["revoked"]?.bool == true && $0["transactionId"]?.string == transaction })
+    }
+
+    @Test func anAutoRenewableRenewsOnTheSandboxClockThenLapsesAfterTheLastRenewal() async throws {
+        let result = try await withStories { try await $0.autoRenewable() }
+        #expect(kinds(result["ingest"]) == ["device", "purchase"])
+        #expect(kinds(result["ingest-renewal"]) == ["renewal"])
+        let active = try #require(result["active"]?.answer["subscriptions"]?[0])
+        #expect(active["active"]?.bool == true)
+
+        // The sandbox renews 6 times; the first was recorded already.
+        #expect(kinds(result["ingest-lapsed"]) == Array(repeating: "renewal", count: 5))
+        let lapsed = try #require(result["lapsed"]?.answer["subscriptions"]?[0])
+        #expect(lapsed["active"]?.bool == false)
+        #expect(lapsed["activeUntil"] == nil || lapsed["activeUntil"] == .null)
+
+        let periods = (result.periods["periods"]?.array ?? []).filter { $0["kind"]?.string == "auto_renewable" }
+        #expect(periods.count == 7)
+        #expect(periods.allSatisfy { $0["active"]?.bool == false })
+    }
+
+    @Test func theWholeDemoRunsStoryAfterStoryOnOneLedger() async throws {
+        let results = try await APIHarness.run { api in
+            let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+            return try await DemoStories(client: client).runAll()
+        }
+        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "auto-renewable"])
+        #expect(results.allSatisfy { $0.entitlements["userId"]?.string == $0.userId })
+    }
+}
