@@ -26,12 +26,12 @@ extension DemoStories {
 }
 
 extension StoryRecorder {
-    /// Reads the user's audit rows (finance scope) until `ready` holds: the audit trail is a
-    /// projection, and the audit routes take no `minPosition`, so this waits up to 10 seconds,
-    /// retrying a 503 that says it is retryable (the audit trail of a fresh database is still building).
+    /// Reads the user's audit rows (finance scope) once the audit trail has caught up with the
+    /// story's last write (`minPosition`). A fresh database's audit trail may still be building
+    /// (a retryable 503), so that is waited out for up to 10 seconds; `ready` says the rows are complete.
     @discardableResult
     mutating func audit(_ name: String, _ title: String, product: String, until ready: ([DemoJSON]) -> Bool) async throws -> DemoAnswer {
-        let path = "/v1/audit/events?userId=\(user)&productId=\(product)"
+        let path = "/v1/audit/events?userId=\(user)&productId=\(product)&minPosition=\(position)"
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let answer = try await client.ledger(.GET, path)

@@ -13,6 +13,7 @@ extension LedgerAPI {
     func auditEvents(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
+        try await waitForAuditTrail(request)
         let filter = try Self.auditFilter(request)
         let audit = AuditQueries(client: client, logger: context.logger)
         let cursorText = request.uri.queryParameters.get("cursor")
@@ -69,6 +70,7 @@ extension LedgerAPI {
     func auditSummary(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
+        try await waitForAuditTrail(request)
         do {
             let filter = try Self.auditFilter(request)
             let groups = try request.uri.queryParameters.get("groupBy").map { text throws(AuditQueryError) in try AuditGrouping.parse(list: text) }
@@ -90,12 +92,23 @@ extension LedgerAPI {
     func auditUnclassified(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
+        try await waitForAuditTrail(request)
         do {
             let products = try await AuditQueries(client: client, logger: context.logger).unclassified(app: key.app)
             struct Answer: Encodable { let products: [UnclassifiedProduct] }
             return try APIJSON.response(Answer(products: products))
         } catch let error as AuditQueryError {
             throw Self.translate(error)
+        }
+    }
+
+    /// With `minPosition`, waits (bounded) until the audit trail reflects the log up to it, as the user reads do.
+    func waitForAuditTrail(_ request: Request) async throws {
+        guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else { return }
+        do {
+            _ = try await reads.waitForProjections(["audit_trail"], toReach: minimum, timeout: configuration.readWaitTimeout)
+        } catch let error as ReadError {
+            throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
         }
     }
 

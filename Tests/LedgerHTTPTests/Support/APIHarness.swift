@@ -117,10 +117,12 @@ struct APIHarness: Sendable {
         return logger
     }()
 
+    /// `readWait` is generous: the gap guard's horizon is the whole PostgreSQL server's, so a test
+    /// elsewhere holding a transaction open on purpose delays every test's projections (never wrongly).
     static func run<T: Sendable>(
         _ name: String = #function,
         appStoreRetry: RetryPolicy = .none,
-        readWait: Duration = .seconds(10),
+        readWait: Duration = .seconds(30),
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
