@@ -50,8 +50,31 @@ public struct VerifiedReceipt: Hashable, Sendable {
     }
 
     /// The transactions in the ledger's terms, for `UserDecisions.recordReceipt`.
+    ///
+    /// A StoreKit restore of an auto-renewable period is a new transaction carrying the expiry of
+    /// the period it restores, so by its own fields it looks like a renewal (money taken). What
+    /// gives it away is its `web_order_line_item_id`, which it shares with the transaction that
+    /// paid for the period: of the transactions sharing one, the earliest is the payment and the
+    /// others are restores. (A restore whose payment is not in the receipt cannot be told apart.)
     public var verifiedTransactions: [VerifiedTransaction] {
-        transactions.map { $0.verified(in: environment) }
+        var payments: [String: ReceiptTransaction] = [:]
+        for transaction in transactions where transaction.expiresDate != nil {
+            guard let lineItem = transaction.webOrderLineItemId else { continue }
+            if let earlier = payments[lineItem],
+               (earlier.purchaseDate, earlier.transactionId) <= (transaction.purchaseDate, transaction.transactionId) { continue }
+            payments[lineItem] = transaction
+        }
+        return transactions.map { transaction in
+            let verified = transaction.verified(in: environment)
+            guard transaction.kind == .renewal, let lineItem = transaction.webOrderLineItemId,
+                  let payment = payments[lineItem], payment.transactionId != transaction.transactionId
+            else { return verified }
+            return VerifiedTransaction(
+                kind: .restore, transactionId: verified.transactionId, originalTransactionId: verified.originalTransactionId,
+                productId: verified.productId, quantity: verified.quantity, purchaseDate: verified.purchaseDate,
+                expiresDate: verified.expiresDate, cancellationDate: verified.cancellationDate, environment: verified.environment
+            )
+        }
     }
 
     /// The transaction with this id, if the receipt has it.
