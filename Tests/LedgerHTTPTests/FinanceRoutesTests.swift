@@ -1,0 +1,56 @@
+import Foundation
+import LedgerHTTP
+import LedgerTesting
+import NIOHTTP1
+import Testing
+
+@Suite struct FinanceRoutesTests {
+    @Test func financeReadsTheAuditTrailAsJSONAndCSVWithTotalsAndCatalogGaps() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            // Sold by the App Store but never defined in the ledger's catalog.
+            _ = try await api.simulator(.PUT, "/admin/apps/\(APIHarness.app)/products/gems.pack", ["type": "consumable"])
+            let coins = try await api.buy("alice", "coins.100", quantity: 3)
+            let first = try await api.ingest("alice", device: "phone, \"blue\"", receipt: coins.receipt, price: "0.99", currency: "USD")
+            #expect(first.status == 200, "\(first.text)")
+            let gems = try await api.buy("bob", "gems.pack")
+            let second = try await api.ingest("bob", device: "tablet", receipt: gems.receipt)
+            #expect(second.status == 200, "\(second.text)")
+            let position = second.json["position"] as? Int ?? 0
+            let finance = api.keys["finance"]
+
+            let json = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance)
+            let events = json.json["events"] as? [[String: Any]] ?? []
+            #expect(events.count == 2, "\(json.text)")
+            #expect(events.first?["amount"] as? String == "2.97")
+            #expect(json.json["nextCursor"] is NSNull)
+
+            let filtered = try await api.send(.GET, "/v1/audit/events?userId=bob&minPosition=\(position)", key: finance)
+            #expect((filtered.json["events"] as? [[String: Any]])?.map { $0["userId"] as? String } == ["bob"])
+
+            let csv = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
+            #expect(csv.status == 200)
+            #expect(csv.headers.first(name: "Content-Type")?.hasPrefix("text/csv") == true)
+            let lines = csv.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+            #expect(lines.count == 3, "a header row and one line per row: \(csv.text)")
+            #expect(lines.first?.hasPrefix("position,occurred_at,") == true)
+            #expect(csv.text.contains("\"phone, \"\"blue\"\"\""), "fields with commas and quotes are quoted, quotes doubled")
+            #expect(csv.text.contains("gems.pack"))
+
+            let summary = try await api.send(.GET, "/v1/audit/summary?groupBy=product&minPosition=\(position)", key: finance)
+            let rows = summary.json["rows"] as? [[String: Any]] ?? []
+            let coinsRow = rows.first { $0["productId"] as? String == "coins.100" }
+            #expect(coinsRow?["gross"] as? String == "2.97" && coinsRow?["units"] as? Int == 3, "\(summary.text)")
+            #expect(rows.first { $0["productId"] as? String == "gems.pack" }?["unpriced"] as? Int == 1)
+
+            let badGrouping = try await api.send(.GET, "/v1/audit/summary?groupBy=planet", key: finance)
+            #expect(badGrouping.status == 400 && badGrouping.errorCode == "invalid_request")
+            let badRange = try await api.send(.GET, "/v1/audit/events?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", key: finance)
+            #expect(badRange.status == 400)
+
+            let unclassified = try await api.send(.GET, "/v1/audit/unclassified?minPosition=\(position)", key: finance)
+            let products = unclassified.json["products"] as? [[String: Any]] ?? []
+            #expect(products.map { $0["productId"] as? String } == ["gems.pack"], "\(unclassified.text)")
+        }
+    }
+}
