@@ -104,6 +104,20 @@ import Testing
         }
     }
 
+    @Test func aReceiptOfAnotherAppIsRefusedAndRecordsNothing() async throws {
+        try await APIHarness.run { api in
+            _ = try await api.simulator(.PUT, "/admin/apps/com.other.app", [:])
+            _ = try await api.simulator(.PUT, "/admin/apps/com.other.app/products/coins.100", ["type": "consumable"])
+            _ = try await api.simulator(.POST, "/admin/users", ["userId": "alice"])
+            let bought = try await api.simulator(.POST, "/admin/purchases", ["userId": "alice", "bundleId": "com.other.app", "productId": "coins.100"])
+            let receipt = try #require(bought.json["receipt"] as? String)
+            let before = try await Self.head(api)
+            let answer = try await api.ingest("alice", device: "phone", receipt: receipt)
+            #expect(answer.status == 422 && answer.errorCode == "receipt_of_another_app", "\(answer.text)")
+            #expect(try await Self.head(api) == before)
+        }
+    }
+
     @Test func aReadThatCannotCatchUpAnswers503WithThePositionReached() async throws {
         try await APIHarness.run(readWait: .milliseconds(200)) { api in
             try await api.defineProduct("coins.100", type: "consumable")
