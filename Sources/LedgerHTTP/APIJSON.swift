@@ -77,6 +77,8 @@ public enum APIJSON {
         case .keyNotFound(let key, let context):
             let name = path(context.codingPath + [key])
             return .invalidRequest("the field '\(name)' is required", field: name)
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty:
+            return .invalidJSON("the body must be a JSON object (see /openapi.json for its fields)")
         case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
             let name = path(context.codingPath)
             return .invalidRequest("the field '\(name)' must be \(describe(type))", field: name)

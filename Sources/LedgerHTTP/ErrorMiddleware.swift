@@ -1,4 +1,5 @@
 import Hummingbird
+import LedgerDomain
 import Logging
 
 /// Turns every error into the API's error body. Unexpected errors are logged with the request id
@@ -15,6 +16,9 @@ struct ErrorMiddleware: RouterMiddleware {
             return try Self.translate(error).response(from: request, context: context)
         } catch let error as any HTTPResponseError {
             return try APIError(error.status, "http_\(error.status.code)", error.status.reasonPhrase).response(from: request, context: context)
+        } catch let error as LedgerInputError {
+            // Input the domain refuses is the caller's to fix, whichever route met it.
+            return try APIError.invalidRequest(error.message).response(from: request, context: context)
         } catch is CancellationError {
             return try APIError.unavailable("shutting_down", "the ledger is shutting down; retry").response(from: request, context: context)
         } catch {

@@ -114,6 +114,10 @@ extension LedgerAPI {
         guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             throw APIError.invalidRequest("\(field) must not contain control characters", field: field)
         }
+        // A user's id names their stream, whose ids are printable without spaces.
+        if field == "userId", value.unicodeScalars.contains(where: { $0.properties.isWhitespace }) {
+            throw APIError.invalidRequest("userId must not contain spaces", field: field)
+        }
     }
 
     /// A whole-number query parameter, when given.

@@ -28,6 +28,9 @@ import Testing
             let empty = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: Data())
             #expect(empty.status == 400 && empty.errorCode == "invalid_json")
 
+            let array = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: Data("[1, 2]".utf8))
+            #expect(array.status == 400 && array.errorMessage?.contains("JSON object") == true, "\(array.text)")
+
             let mistyped = try await api.send(.POST, Self.consumptions, key: api.allKey,
                                               json: ["productId": "coins.100", "quantity": "two", "deviceId": "phone"])
             #expect(mistyped.status == 400 && mistyped.errorCode == "invalid_request")
@@ -72,6 +75,9 @@ import Testing
             let unknownRoute = try await api.send(.GET, "/v1/nothing", key: api.allKey)
             #expect(unknownRoute.status == 404 && unknownRoute.errorCode == "not_found")
             #expect(unknownRoute.headers.first(name: "X-Request-Id") != nil)
+
+            let spacedUser = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/a%20b/entitlements", key: api.allKey)
+            #expect(spacedUser.status == 400 && spacedUser.errorMessage?.contains("userId") == true, "\(spacedUser.text)")
 
             let unknownUserRead = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/nobody/entitlements", key: api.allKey)
             #expect(unknownUserRead.status == 404 && unknownUserRead.errorCode == "unknown_user")
