@@ -81,13 +81,18 @@ struct Serve: AsyncParsableCommand {
         ])
         // Before the store, the App Store client and the runner exist: they make their metrics when made.
         LedgerMetrics.bootstrap()
-        let report = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-            try await Migrator.bundled().migrate(client, logger: logger)
+        let (report, apps) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+            let report = try await Migrator.bundled().migrate(client, logger: logger)
+            return (report, try await AppRegistry(client: client, logger: logger).apps())
         }
         logger.info("database ready", metadata: [
             "ledger.migrations.applied": "\(report.applied.count)",
             "ledger.migrations.present": "\(report.alreadyApplied)",
+            "ledger.apps": "\(apps.map(\.bundleId))",
         ])
+        if apps.isEmpty {
+            logger.notice("no app is registered yet: `ledger apps add BUNDLE_ID` and `ledger keys create --app BUNDLE_ID --scope ingest,read`")
+        }
 
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
