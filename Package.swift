@@ -163,6 +163,7 @@ let package = Package(
                 "LedgerDomain",
                 "LedgerTesting",
                 "LedgerDemo",
+                "LedgerProjections",
                 "AppStore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
