@@ -129,6 +129,7 @@ let package = Package(
             name: "AppStoreTests",
             dependencies: [
                 "AppStore",
+                "LedgerTesting",
                 "LedgerDomain",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -151,6 +152,7 @@ let package = Package(
                 "LedgerStore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Tests/LedgerTesting",
             swiftSettings: swiftSettings

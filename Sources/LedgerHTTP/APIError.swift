@@ -70,7 +70,7 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
     )
 
     public static func forbidden(scope: String) -> Self {
-        APIError(.forbidden, "forbidden", "this key lacks the '\(scope)' scope this route needs; create a key with it (`ledger keys create --scope \(scope)`)")
+        APIError(.forbidden, "forbidden", "this key lacks the '\(scope)' scope this route needs; create a key with it (`ledger keys create --app <bundle id> --scope \(scope)`)")
     }
 
     public static func notFound(_ message: String) -> Self {

@@ -87,19 +87,9 @@ extension LedgerAPI {
         return try APIJSON.response(Answer(products: catalog.products.map(ProductView.init), position: catalog.position), headers: headers)
     }
 
-    /// The catalog stream folded, with its version, last position and last change.
+    /// The catalog, with its stream's version, last position and last change.
     func catalogState(app: String) async throws -> (products: [Product], version: Int64, position: Int64, modified: Date?) {
-        let stream = try UserCommandHandler<PostgresEventStore>.catalogStream(app: app)
-        var events: [RecordedEvent] = []
-        while true {
-            let page = try await store.readStream(stream, fromVersion: Int64(events.count) + 1, limit: 5_000)
-            events += page
-            if page.count < 5_000 { break }
-        }
-        var catalog = ProductCatalog()
-        for event in events where event.type == ProductDefined.typeName.stored {
-            catalog.apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
-        }
+        let (catalog, events) = try await handler.loadCatalogStream(app: app)
         let products = catalog.products.values.sorted { $0.productId < $1.productId }
         return (products, Int64(events.count), events.last?.position ?? 0, events.last?.recordedAt)
     }

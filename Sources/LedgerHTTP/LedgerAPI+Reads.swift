@@ -11,8 +11,8 @@ extension LedgerAPI {
         static let subscriptions = ["subscription_periods"]
     }
 
-    /// Authorizes a user read, waits for `minPosition` when asked, and checks the user exists.
-    /// Returns the app, the user and the position the projections have reached.
+    /// Authorizes a user read and waits for `minPosition` when asked. Returns the app, the user
+    /// and the position the projections have reached.
     private func prepareRead(
         _ request: Request, _ context: LedgerRequestContext, projections: [String]
     ) async throws -> (app: String, user: String, position: Int64) {
@@ -28,8 +28,13 @@ extension LedgerAPI {
         } else {
             position = try await reads.checkpoint(of: projections) ?? 0
         }
-        guard try await reads.userExists(app: app, user: user) else { throw APIError.unknownUser(user) }
         return (app, user, position)
+    }
+
+    /// A user with no rows may still have events (a device, a failure); one without events is unknown (404).
+    /// Asked only when the rows are empty, so a read of a known user costs no extra query.
+    private func requireUser(app: String, user: String, hasRows: Bool) async throws {
+        if !hasRows, !(try await reads.userExists(app: app, user: user)) { throw APIError.unknownUser(user) }
     }
 
     /// `GET …/users/{userId}/entitlements`: what the user may use now (or `at`).
@@ -39,8 +44,10 @@ extension LedgerAPI {
         async let owned = reads.owned(app: app, user: user)
         async let periods = reads.periods(app: app, user: user)
         async let balances = reads.balances(app: app, user: user)
-        return try await APIJSON.response(EntitlementsBody(
-            userId: user, at: at, position: position, owned: owned, periods: periods, balances: balances
+        let (ownedRows, periodRows, balanceRows) = try await (owned, periods, balances)
+        try await requireUser(app: app, user: user, hasRows: !(ownedRows.isEmpty && periodRows.isEmpty && balanceRows.isEmpty))
+        return try APIJSON.response(EntitlementsBody(
+            userId: user, at: at, position: position, owned: ownedRows, periods: periodRows, balances: balanceRows
         ))
     }
 
@@ -49,7 +56,9 @@ extension LedgerAPI {
         let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.balances)
         struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int64; let overdrawn: Bool }
         struct Answer: Encodable { let userId: String; let position: Int64; let balances: [Balance] }
-        let balances = try await reads.balances(app: app, user: user).map {
+        let rows = try await reads.balances(app: app, user: user)
+        try await requireUser(app: app, user: user, hasRows: !rows.isEmpty)
+        let balances = rows.map {
             Balance(productId: $0.productId, purchased: $0.purchased, consumed: $0.consumed, balance: $0.balance, overdrawn: $0.overdrawn)
         }
         return try APIJSON.response(Answer(userId: user, position: position, balances: balances))
@@ -65,7 +74,9 @@ extension LedgerAPI {
             let active: Bool
         }
         struct Answer: Encodable { let userId: String; let at: Date; let position: Int64; let periods: [Period] }
-        let periods = try await reads.periods(app: app, user: user).map {
+        let rows = try await reads.periods(app: app, user: user)
+        try await requireUser(app: app, user: user, hasRows: !rows.isEmpty)
+        let periods = rows.map {
             Period(transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId, productId: $0.productId,
                    group: $0.group, kind: $0.kind, start: $0.start, end: $0.end, active: $0.start <= at && at < $0.end)
         }

@@ -127,17 +127,11 @@ extension LedgerAPI {
             throw APIError.invalidRequest("price and currency go together: send both (from the device's product info) or neither",
                                           field: price == nil ? "price" : "currency")
         }
-        if let currency, currency.count != 3 || !currency.allSatisfy({ $0.isASCII && $0.isUppercase }) {
+        if let currency, !Product.isCurrencyCode(currency) {
             throw APIError.invalidRequest("currency '\(currency)' is not an ISO 4217 code such as USD", field: "currency")
         }
-        if let price {
-            let parts = price.split(separator: ".", omittingEmptySubsequences: false)
-            let valid = (1...2).contains(parts.count) && !parts[0].isEmpty && parts[0].count <= 12
-                && parts.allSatisfy { $0.allSatisfy { $0.isASCII && $0.isNumber } }
-                && (parts.count == 1 || (1...4).contains(parts[1].count))
-            guard valid else {
-                throw APIError.invalidRequest("price '\(price)' is not a decimal amount such as 0.99 (text, not a number)", field: "price")
-            }
+        if let price, !Product.isDecimal(price) {
+            throw APIError.invalidRequest("price '\(price)' is not a decimal amount such as 0.99 (text, not a number)", field: "price")
         }
     }
 }

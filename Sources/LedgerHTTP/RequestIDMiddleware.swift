@@ -21,7 +21,7 @@ struct RequestIDMiddleware: RouterMiddleware {
             "http.method": "\(request.method)",
             "http.route": "\(context.endpointPath ?? "unmatched")",
             "http.status": "\(response.status.code)",
-            "http.duration_ms": "\(Double(elapsed.components.attoseconds / 1_000_000_000_000) / 1_000 + Double(elapsed.components.seconds) * 1_000)",
+            "http.duration_ms": "\(elapsed / .milliseconds(1))",
         ])
         return response
     }

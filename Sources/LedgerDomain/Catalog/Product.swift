@@ -33,7 +33,7 @@ public struct Product: Codable, Hashable, Sendable {
             throw .invalidProduct("\(type.rawValue) product \(productId) takes no duration; only auto_renewable and non_renewing subscriptions do")
         }
         for (currency, price) in prices {
-            guard currency.count == 3, currency.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
+            guard Self.isCurrencyCode(currency) else {
                 throw .invalidProduct("currency '\(currency)' of \(productId) is not an ISO 4217 code such as USD or EUR")
             }
             guard Self.isDecimal(price) else {
@@ -48,8 +48,13 @@ public struct Product: Codable, Hashable, Sendable {
         self.prices = prices
     }
 
+    /// Three upper-case letters, as ISO 4217 codes are: "USD", "EUR".
+    public static func isCurrencyCode(_ text: String) -> Bool {
+        text.count == 3 && text.allSatisfy { $0.isASCII && $0.isUppercase }
+    }
+
     /// Non-negative decimal text with at most 4 fraction digits: "0", "0.99", "12.5".
-    static func isDecimal(_ text: String) -> Bool {
+    public static func isDecimal(_ text: String) -> Bool {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard (1...2).contains(parts.count), let whole = parts.first, !whole.isEmpty, whole.count <= 12,
               whole.allSatisfy(\.isASCII), whole.allSatisfy(\.isNumber)

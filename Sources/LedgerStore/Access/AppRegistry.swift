@@ -103,10 +103,16 @@ public struct AppRegistry: Sendable {
     @discardableResult
     public func revokeKey(_ keyID: String) async throws -> APIKey {
         let id = keyID.hasPrefix("lk_") ? String(keyID.dropFirst(3).prefix { $0 != "_" }) : keyID
-        _ = try await client.query(
-            "UPDATE ledger.api_keys SET revoked_at = now() WHERE key_id = \(id) AND revoked_at IS NULL", logger: logger
-        )
-        guard let key = try await keys().first(where: { $0.keyId == id }) else { throw AccessError.unknownKey(keyID) }
+        let rows = try await client.query("""
+            UPDATE ledger.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE key_id = \(id)
+            RETURNING app, array_to_string(scopes, ','), name, created_at, revoked_at
+            """, logger: logger)
+        var revoked: APIKey?
+        for try await (app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String?, Date, Date?).self) {
+            revoked = APIKey(keyId: id, app: app, scopes: Set(scopes.split(separator: ",").map(String.init)),
+                             name: name, createdAt: createdAt, revokedAt: revokedAt)
+        }
+        guard let key = revoked else { throw AccessError.unknownKey(keyID) }
         logger.info("api key revoked", metadata: ["ledger.app": "\(key.app)", "ledger.key_id": "\(id)"])
         return key
     }

@@ -128,14 +128,23 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
 
     /// The app's catalog (as of `position`, for replays and as-of answers).
     public func loadCatalog(app bundleID: String, upToPosition position: Int64 = .max) async throws -> ProductCatalog {
+        try await loadCatalogStream(app: bundleID, upToPosition: position).catalog
+    }
+
+    /// The app's catalog with the events it was folded from (their count is the stream's version,
+    /// the last one says where and when it last changed).
+    public func loadCatalogStream(
+        app bundleID: String, upToPosition position: Int64 = .max
+    ) async throws -> (catalog: ProductCatalog, events: [RecordedEvent]) {
         var catalog = ProductCatalog()
-        for event in try await readWhole(Self.catalogStream(app: bundleID)) where event.position <= position {
+        let events = try await readWhole(Self.catalogStream(app: bundleID)).filter { $0.position <= position }
+        for event in events {
             guard event.type == ProductDefined.typeName.stored else {
                 throw UnknownEventType(type: event.type)
             }
             catalog.apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
         }
-        return catalog
+        return (catalog, events)
     }
 
     private func load(_ stream: StreamID, upToPosition position: Int64 = .max) async throws -> UserLedger {

@@ -2,6 +2,7 @@ import AppStore
 import Foundation
 import Hummingbird
 import LedgerDomain
+import LedgerTesting
 import Logging
 import Synchronization
 
@@ -88,7 +89,7 @@ final class CannedAppStore: Sendable {
             onServerRunning: { channel in reporter.report(channel.localAddress?.port ?? 0) },
             logger: quietLogger
         )
-        return try await withRunningServices([app], onExit: reporter.serverStopped) {
+        return try await withRunningServices([app], logger: quietLogger, onExit: reporter.serverStopped) {
             let base = "http://127.0.0.1:\(try await reporter.port())"
             return try await body(AppStoreConfiguration(
                 productionURL: base + "/production/verifyReceipt",

@@ -2,6 +2,7 @@
 import AsyncHTTPClient
 import Foundation
 import LedgerDomain
+import LedgerTesting
 import Logging
 import NIOHTTP1
 
@@ -65,10 +66,6 @@ struct LenientJSONBox {
     let json: LenientJSON
 }
 
-struct HarnessError: Error, CustomStringConvertible {
-    let message: String
-    var description: String { message }
-}
 
 /// Runs a simulator for the duration of `body`.
 func withSimulator<T: Sendable>(
@@ -81,7 +78,7 @@ func withSimulator<T: Sendable>(
         configuration: .init(host: "127.0.0.1", port: 0, environment: environment, signingKey: signingKey),
         logger: quietLogger
     ) { port in reporter.report(port) }
-    return try await withRunningServices([simulator], onExit: reporter.serverStopped) {
+    return try await withRunningServices([simulator], logger: quietLogger, onExit: reporter.serverStopped) {
         let port = try await reporter.port()
         return try await body(SimulatorHarness(base: "http://127.0.0.1:\(port)", simulator: simulator))
     }
