@@ -25,8 +25,11 @@ extension LedgerAPI {
             } catch let error as ReadError {
                 throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
             }
+        } else if let reached = try await reads.checkpoint(of: projections) {
+            position = reached
         } else {
-            position = try await reads.checkpoint(of: projections) ?? 0
+            let error = ReadError.projectionsNotReady(projections)
+            throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
         }
         return (app, user, position)
     }

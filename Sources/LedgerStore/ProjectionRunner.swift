@@ -113,6 +113,13 @@ public struct ProjectionRunner: Service {
 
     // MARK: Registration
 
+    /// Sets up every projection's table and view without following the log, so that a server
+    /// started on a new database answers reads from its first request instead of finding no
+    /// view. Safe to call again, and from several processes at once.
+    public func prepare() async throws {
+        for projection in projections { _ = try await register(projection) }
+    }
+
     /// Creates the version's table the first time and returns its checkpoint, or nil when the
     /// version has failed (it waits for a fix and a new version, not for a restart).
     func register(_ projection: any UserProjection.Type) async throws -> Int64? {

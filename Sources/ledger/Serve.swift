@@ -83,6 +83,7 @@ struct Serve: AsyncParsableCommand {
         LedgerMetrics.bootstrap()
         let (report, apps) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             let report = try await Migrator.bundled().migrate(client, logger: logger)
+            try await ProjectionRunner(client: client, listenConfiguration: nil, logger: logger).prepare()
             return (report, try await AppRegistry(client: client, logger: logger).apps())
         }
         logger.info("database ready", metadata: [

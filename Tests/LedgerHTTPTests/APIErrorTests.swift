@@ -1,5 +1,6 @@
 import Foundation
 import LedgerHTTP
+import LedgerStore
 import NIOHTTP1
 import PostgresNIO
 import Testing
@@ -132,6 +133,24 @@ import Testing
             let behind = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/alice/entitlements?minPosition=999999999", key: api.allKey)
             #expect(behind.status == 503 && behind.errorCode == "projections_behind", "\(behind.text)")
             #expect((behind.json["error"] as? [String: Any])?["position"] as? Int != nil)
+        }
+    }
+
+    /// A read that reaches a ledger before its projections exist (first start on a new database)
+    /// is told to retry, not answered with a 500 about a missing view; once they are set up, the
+    /// same read is answered.
+    @Test func aReadBeforeTheProjectionsAreSetUpIsToldToRetry() async throws {
+        try await APIHarness.run(readWait: .milliseconds(200), runProjections: false) { api in
+            for route in ["entitlements", "balances", "subscriptions", "entitlements?minPosition=0"] {
+                let early = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/nobody/\(route)", key: api.allKey)
+                #expect(early.status == 503 && early.errorCode == "projections_behind", "\(route): \(early.text)")
+                #expect(early.headers.first(name: "Retry-After") != nil)
+                #expect((early.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
+                #expect(early.errorMessage?.contains("being set up") == true, "\(early.text)")
+            }
+            try await ProjectionRunner(client: api.client, listenConfiguration: nil, logger: APIHarness.logger).prepare()
+            let ready = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/nobody/entitlements", key: api.allKey)
+            #expect(ready.status == 404 && ready.errorCode == "unknown_user", "\(ready.text)")
         }
     }
 }

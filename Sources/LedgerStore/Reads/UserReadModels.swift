@@ -52,14 +52,17 @@ public struct UserReadModels: Sendable {
     }
 
     /// Waits until every named projection reflects the log up to `position`, polling, at most `timeout`.
-    /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out.
+    /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out
+    /// (`projectionsNotReady` when one of them has no live version yet).
     public func waitForProjections(_ projections: [String], toReach position: Int64, timeout: Duration) async throws -> Int64 {
         let deadline = ContinuousClock.now + timeout
         var delay = Duration.milliseconds(5)
         while true {
-            let reached = try await checkpoint(of: projections) ?? 0
-            if reached >= position { return reached }
+            // nil: a projection has no live version (no view) yet, whatever position was asked for.
+            let reached = try await checkpoint(of: projections)
+            if let reached, reached >= position { return reached }
             guard ContinuousClock.now + delay < deadline else {
+                guard let reached else { throw ReadError.projectionsNotReady(projections) }
                 throw ReadError.projectionsBehind(requested: position, reached: reached)
             }
             try await Task.sleep(for: delay)
@@ -130,6 +133,16 @@ public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
             code: .projectionsBehind,
             message: "the projections have reached log position \(reached), not yet \(requested); retry shortly",
             position: reached
+        )
+    }
+
+    /// A read model with no live version yet: the server has just started on a new database, or
+    /// the projections are being replaced. Their views do not exist until the runner sets them up.
+    public static func projectionsNotReady(_ projections: [String]) -> Self {
+        ReadError(
+            code: .projectionsBehind,
+            message: "the projections \(projections.joined(separator: ", ")) are being set up (the ledger is starting); retry shortly",
+            position: 0
         )
     }
 

@@ -117,12 +117,15 @@ struct APIHarness: Sendable {
         return logger
     }()
 
-    /// `readWait` is generous: the gap guard's horizon is the whole PostgreSQL server's, so a test
-    /// elsewhere holding a transaction open on purpose delays every test's projections (never wrongly).
+    /// `runProjections: false` serves without setting up or running the projections, like a ledger
+    /// whose runner has not started yet on a new database. `readWait` is generous: the gap guard's
+    /// horizon is the whole PostgreSQL server's, so a test elsewhere holding a transaction open on
+    /// purpose delays every test's projections (never wrongly).
     static func run<T: Sendable>(
         _ name: String = #function,
         appStoreRetry: RetryPolicy = .none,
         readWait: Duration = .seconds(30),
+        runProjections: Bool = true,
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
@@ -151,9 +154,11 @@ struct APIHarness: Sendable {
                     configuration: .init(host: "127.0.0.1", port: 0, api: .init(readWaitTimeout: readWait)),
                     client: client, verifier: verifier, logger: logger
                 )
+                // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration, logger: logger)
+                if runProjections { try await runner.prepare() }
                 let ledgerPort = PortReporter()
-                let application = server.application(services: [runner]) { ledgerPort.report($0) }
+                let application = server.application(services: runProjections ? [runner] : []) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
