@@ -30,20 +30,12 @@ public struct AuditQueries: Sendable {
         if let cursor, cursor.app != app { throw AuditQueryError.invalidCursor("the cursor was issued for a different app") }
         let afterPosition = cursor?.position ?? 0
         let afterEvent = cursor?.event.rawValue ?? ""
-        let events = filter.events.map(\.rawValue)
-        let (from, to, product, user, environment) = (filter.from, filter.to, filter.productId, filter.userId, filter.environment?.rawValue)
         let query: PostgresQuery = """
             SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
                    original_transaction_id, product_id, product_type, quantity, price::text, currency,
                    (price * quantity)::text, purchase_date, expires_date, revoked
             FROM ledger.audit_trail
-            WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))
-              AND (\(from)::timestamptz IS NULL OR occurred_at >= \(from))
-              AND (\(to)::timestamptz IS NULL OR occurred_at < \(to))
-              AND (cardinality(\(events)::text[]) = 0 OR event = ANY(\(events)::text[]))
-              AND (\(product)::text IS NULL OR product_id = \(product))
-              AND (\(user)::text IS NULL OR user_id = \(user))
-              AND (\(environment)::text IS NULL OR environment = \(environment))
+            WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))\(conditionsOf: filter)
             ORDER BY position, event
             LIMIT \(limit + 1)
             """
@@ -102,8 +94,6 @@ public struct AuditQueries: Sendable {
     /// day, product, currency and environment (nil currency last).
     public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
         try filter.validate()
-        let events = filter.events.map(\.rawValue)
-        let (from, to, product, user, environment) = (filter.from, filter.to, filter.productId, filter.userId, filter.environment?.rawValue)
         // Fixed expressions chosen by an enum, never input.
         let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
         let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
@@ -119,13 +109,7 @@ public struct AuditQueries: Sendable {
                        coalesce(sum(price * quantity) FILTER (WHERE event = 'refund'), 0) AS refunded_amount,
                        count(*) FILTER (WHERE price IS NULL) AS unpriced
                 FROM ledger.audit_trail
-                WHERE app = \(app)
-                  AND (\(from)::timestamptz IS NULL OR occurred_at >= \(from))
-                  AND (\(to)::timestamptz IS NULL OR occurred_at < \(to))
-                  AND (cardinality(\(events)::text[]) = 0 OR event = ANY(\(events)::text[]))
-                  AND (\(product)::text IS NULL OR product_id = \(product))
-                  AND (\(user)::text IS NULL OR user_id = \(user))
-                  AND (\(environment)::text IS NULL OR environment = \(environment))
+                WHERE app = \(app)\(conditionsOf: filter)
                 GROUP BY 1, 2, 3, 4
             )
             SELECT day, product_id, currency, environment, purchases, units::bigint, gross::text, refunds,
