@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import LedgerDomain
 import LedgerStore
+import Logging
+import PostgresNIO
 
 extension Audit {
     /// The filters export and summary share.
@@ -91,6 +93,7 @@ extension Audit {
             let (app, format, pageSize) = (filter.app, format, pageSize)
             do {
                 try await LedgerDatabase.withClient(settings, logger: logger) { client in
+                    try await Audit.requireKnownApp(app, client: client, logger: logger)
                     let encoder = JSONEncoder()
                     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
                     var output = BufferedOutput()
@@ -112,6 +115,17 @@ extension Audit {
                 throw CommandFailure(message: error.message)
             }
         }
+    }
+}
+
+extension Audit {
+    /// Refuses an app that is neither registered nor in the audit trail: most likely a typo in
+    /// --app, which would otherwise give an empty report that looks like a quiet period.
+    static func requireKnownApp(_ app: String, client: PostgresClient, logger: Logger) async throws {
+        let registered = try await AppRegistry(client: client, logger: logger).apps().map(\.bundleId)
+        guard !registered.contains(app), !(try await AuditQueries(client: client, logger: logger).hasRows(app: app)) else { return }
+        let known = registered.isEmpty ? "no app is registered" : "registered: \(registered.joined(separator: ", "))"
+        throw CommandFailure(message: "--app: no app '\(app)' is registered and the audit trail has no rows for it (\(known); see `ledger apps list`)")
     }
 }
 

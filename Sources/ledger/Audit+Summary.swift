@@ -47,7 +47,8 @@ extension Audit {
             let rows: [AuditSummaryRow]
             do {
                 rows = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                    try await AuditQueries(client: client, logger: logger).summary(app: app, filter: auditFilter, groupBy: groupings)
+                    try await Audit.requireKnownApp(app, client: client, logger: logger)
+                    return try await AuditQueries(client: client, logger: logger).summary(app: app, filter: auditFilter, groupBy: groupings)
                 }
             } catch let error as AuditQueryError {
                 throw CommandFailure(message: error.message)
@@ -97,7 +98,8 @@ extension Audit {
             let products: [UnclassifiedProduct]
             do {
                 products = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                    try await AuditQueries(client: client, logger: logger).unclassified(app: app)
+                    try await Audit.requireKnownApp(app, client: client, logger: logger)
+                    return try await AuditQueries(client: client, logger: logger).unclassified(app: app)
                 }
             } catch let error as AuditQueryError {
                 throw CommandFailure(message: error.message)

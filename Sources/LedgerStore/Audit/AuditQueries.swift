@@ -134,6 +134,16 @@ public struct AuditQueries: Sendable {
 
     // MARK: Catalog gaps
 
+    /// Whether the audit trail has any row of the app.
+    public func hasRows(app: String) async throws -> Bool {
+        var found = false
+        try await read {
+            let rows = try await client.query("SELECT 1 FROM ledger.audit_trail WHERE app = \(app) LIMIT 1", logger: logger)
+            for try await _ in rows { found = true }
+        }
+        return found
+    }
+
     /// Products the app sold that its catalog does not define (recorded as `unknown`), by id.
     /// Once the product is defined and the projections catch up, it drops off this list.
     public func unclassified(app: String) async throws -> [UnclassifiedProduct] {

@@ -1,0 +1,93 @@
+import Foundation
+import LedgerStore
+import LedgerTesting
+import NIOHTTP1
+import Testing
+
+/// `ledger audit export` run as finance runs it: the program itself, against the ledger's database,
+/// its standard output compared with what the HTTP API serves for the same rows.
+@Suite struct AuditExportCommandTests {
+    struct Run {
+        let status: Int32
+        let output: String
+        let errors: String
+    }
+
+    /// Runs `ledger ARGUMENTS` against the database; its output and errors are collected in files,
+    /// so a long export never blocks on a full pipe.
+    static func ledger(_ arguments: [String], database: DatabaseSettings) async throws -> Run {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-export-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (outputFile, errorFile) = (directory.appendingPathComponent("out"), directory.appendingPathComponent("err"))
+        guard FileManager.default.createFile(atPath: outputFile.path, contents: nil),
+              FileManager.default.createFile(atPath: errorFile.path, contents: nil)
+        else { throw HarnessError(message: "cannot create output files in \(directory.path)") }
+        let process = Process()
+        process.executableURL = ServerCrashTests.program
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
+        process.environment = environment
+        process.standardOutput = try FileHandle(forWritingTo: outputFile)
+        process.standardError = try FileHandle(forWritingTo: errorFile)
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(60)
+        while process.isRunning {
+            guard ContinuousClock.now < deadline else {
+                process.terminate()
+                throw HarnessError(message: "ledger \(arguments.joined(separator: " ")) did not finish within 60 s")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return Run(
+            status: process.terminationStatus,
+            output: try String(contentsOf: outputFile, encoding: .utf8),
+            errors: try String(contentsOf: errorFile, encoding: .utf8)
+        )
+    }
+
+    @Test func theExportedCSVIsTheAPIsCSVByteForByteAndFiltersAndMistakesAreHandled() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            var position = 0
+            for (user, device, quantity) in [("alice", "phone, \"blue\"", 3), ("bob", "tablet", 1), ("carol", "phone", 2)] {
+                let bought = try await api.buy(user, "coins.100", quantity: quantity)
+                let answer = try await api.ingest(user, device: device, receipt: bought.receipt, price: "0.99", currency: "USD")
+                #expect(answer.status == 200, "\(answer.text)")
+                position = max(position, answer.json["position"] as? Int ?? 0)
+            }
+            let finance = api.keys["finance"]
+            let served = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
+            #expect(served.status == 200)
+            let app = APIHarness.app
+
+            // Pages of 2 rows, so the keyset paging of the command is crossed twice.
+            let csv = try await Self.ledger(["audit", "export", "--app", app, "--format", "csv", "--page-size", "2"], database: api.settings)
+            #expect(csv.status == 0, "\(csv.errors)")
+            #expect(csv.output == served.text, "the command and the API give the same bytes")
+            #expect(csv.output.components(separatedBy: "\r\n").filter { !$0.isEmpty }.count == 4, "a header and 3 rows: \(csv.output)")
+            #expect(csv.errors.contains("exported 3 rows"), "progress goes to standard error: \(csv.errors)")
+
+            let json = try await Self.ledger(["audit", "export", "--app", app, "--format", "json", "--user", "bob"], database: api.settings)
+            #expect(json.status == 0, "\(json.errors)")
+            let lines = json.output.split(separator: "\n")
+            #expect(lines.count == 1, "JSON Lines, bob's one row: \(json.output)")
+            let row = lines.first.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            #expect(row?["userId"] as? String == "bob" && row?["amount"] as? String == "0.99", "\(json.output)")
+
+            let badTime = try await Self.ledger(["audit", "export", "--app", app, "--from", "2026-13-01"], database: api.settings)
+            #expect(badTime.status != 0 && badTime.output.isEmpty)
+            #expect(badTime.errors.contains("--from") && badTime.errors.contains("2026-13-01"), "\(badTime.errors)")
+
+            let typo = try await Self.ledger(["audit", "export", "--app", "com.example.gmae"], database: api.settings)
+            #expect(typo.status != 0 && typo.output.isEmpty, "a typo in --app is not an empty report: \(typo.output)")
+            #expect(typo.errors.contains("com.example.gmae") && typo.errors.contains(app), "names the app and the registered ones: \(typo.errors)")
+
+            let summary = try await Self.ledger(["audit", "summary", "--app", app, "--format", "json"], database: api.settings)
+            #expect(summary.status == 0, "\(summary.errors)")
+            let totals = (try? JSONSerialization.jsonObject(with: Data(summary.output.utf8)) as? [String: Any])?["rows"] as? [[String: Any]]
+            #expect(totals?.first?["gross"] as? String == "5.94" && totals?.first?["units"] as? Int == 6, "\(summary.output)")
+        }
+    }
+}
