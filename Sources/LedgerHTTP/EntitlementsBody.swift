@@ -2,9 +2,10 @@ import Foundation
 import LedgerDomain
 import LedgerStore
 
-/// What a user may use at an instant, in the one shape the API answers with: after a receipt
-/// (from the stream just written) and from `GET …/entitlements` (from the projections).
-struct EntitlementsBody: Encodable, Sendable {
+/// What a user may use at an instant, in the one shape the ledger answers with: after a receipt
+/// (from the stream just written), from `GET …/entitlements` (from the projections) and from
+/// `ledger query entitlements` (from the stream, at any past point).
+public struct EntitlementsBody: Encodable, Sendable {
     struct Owned: Encodable, Sendable {
         let productId: String
         let productType: String
@@ -76,7 +77,7 @@ struct EntitlementsBody: Encodable, Sendable {
     }
 
     /// From a stream's fold, as a command left it.
-    init(userId: String, state: UserLedger, catalog: ProductCatalog, position: Int64, at: Date = Date()) {
+    public init(userId: String, state: UserLedger, catalog: ProductCatalog, position: Int64, at: Date = Date()) {
         let classified = state.classified(by: catalog)
         let entitlements = Entitlements(of: classified, catalog: catalog, at: at)
         let periods = UserDecisions.nonRenewingPeriods(of: classified, catalog: catalog).map {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerDomain
+import LedgerHTTP
 import LedgerStore
 
 struct Query: AsyncParsableCommand {
@@ -60,6 +61,10 @@ struct Query: AsyncParsableCommand {
                 return (try await handler.state(app: app, user: user, upToPosition: position),
                         try await handler.loadCatalog(app: app, upToPosition: position))
             }
+            guard state.version > 0 else {
+                let when = asOf.map { " by \(LedgerJSON.formatTimestamp($0))" } ?? atPosition.map { " up to position \($0)" } ?? ""
+                throw CommandFailure(message: "user '\(user)' has no events in app '\(app)'\(when): check --app and --user")
+            }
             return (state.classified(by: catalog), catalog, instant)
         }
     }
@@ -75,28 +80,19 @@ struct Query: AsyncParsableCommand {
     }
 
     struct Entitlements: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "What the user owns and which subscriptions are active.")
+        static let configuration = CommandConfiguration(
+            abstract: "What the user may use: products owned, subscriptions and whether active, consumables left.",
+            discussion: """
+                The same JSON as GET /v1/apps/{bundleId}/users/{userId}/entitlements, folded from the user's
+                stream instead of the projections: position is that of the user's last event counted.
+                """
+        )
         @OptionGroup var options: GlobalOptions
         @OptionGroup var target: Target
 
         func run() async throws {
             let (state, catalog, instant) = try await target.load(options)
-            let entitlements = LedgerDomain.Entitlements(of: state, catalog: catalog, at: instant)
-            struct Owned: Encodable { let productId, originalTransactionId: String; let since: Date }
-            struct Auto: Encodable { let productId, originalTransactionId: String; let expiresAt: Date?; let active: Bool }
-            struct Period: Encodable { let productId, group, transactionId: String; let start, end: Date; let active: Bool }
-            struct Answer: Encodable { let at: Date; let streamVersion: Int64; let owned: [Owned]; let autoRenewable: [Auto]; let nonRenewing: [Period] }
-            try Query.print(Answer(
-                at: instant, streamVersion: state.version,
-                owned: entitlements.owned.map { Owned(productId: $0.productId, originalTransactionId: $0.originalTransactionId, since: $0.purchaseDate) },
-                autoRenewable: entitlements.autoRenewables.map {
-                    Auto(productId: $0.productId, originalTransactionId: $0.originalTransactionId, expiresAt: $0.expiresDate, active: $0.isActive)
-                },
-                nonRenewing: entitlements.nonRenewingPeriods.map {
-                    Period(productId: $0.productId, group: $0.group, transactionId: $0.transactionId, start: $0.start, end: $0.end,
-                           active: $0.isActive(at: instant))
-                }
-            ))
+            try Query.print(EntitlementsBody(userId: target.user, state: state, catalog: catalog, position: state.lastPosition, at: instant))
         }
     }
 

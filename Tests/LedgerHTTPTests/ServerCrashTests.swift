@@ -26,7 +26,9 @@ import Testing
         let base: String
 
         static func start(database: DatabaseSettings, appStore: String, log: URL) async throws -> Server {
-            FileManager.default.createFile(atPath: log.path, contents: nil)
+            guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+                throw HarnessError(message: "cannot create the server's log file \(log.path)")
+            }
             let process = Process()
             process.executableURL = ServerCrashTests.program
             process.arguments = ["serve", "--port", "0", "--log-level", "info"]

@@ -79,6 +79,8 @@ public struct UserLedger: Hashable, Sendable {
 
     /// The stream's version: the expected version of the next append.
     public private(set) var version: Int64 = 0
+    /// The log position of the last event folded (0 when none was folded with its position).
+    public private(set) var lastPosition: Int64 = 0
     public private(set) var devices: Set<String> = []
     public private(set) var transactions: [String: Transaction] = [:]
     /// Transaction ids in the order they were recorded.
@@ -95,6 +97,7 @@ public struct UserLedger: Hashable, Sendable {
     public mutating func apply(_ event: UserEvent, version: Int64, context: Context? = nil) {
         self.version = version
         let position = context?.position ?? 0
+        lastPosition = max(lastPosition, position)
         let recordedAt = context?.recordedAt
         switch event {
         case .deviceRegistered(let event):

@@ -4,9 +4,9 @@ import LedgerTesting
 import NIOHTTP1
 import Testing
 
-/// `ledger audit export` run as finance runs it: the program itself, against the ledger's database,
-/// its standard output compared with what the HTTP API serves for the same rows.
-@Suite struct AuditExportCommandTests {
+/// The `ledger` program run as finance and support run it, against the ledger's database, its
+/// standard output compared with what the HTTP API serves for the same data.
+@Suite struct CommandLineTests {
     struct Run {
         let status: Int32
         let output: String
@@ -88,6 +88,50 @@ import Testing
             #expect(summary.status == 0, "\(summary.errors)")
             let totals = (try? JSONSerialization.jsonObject(with: Data(summary.output.utf8)) as? [String: Any])?["rows"] as? [[String: Any]]
             #expect(totals?.first?["gross"] as? String == "5.94" && totals?.first?["units"] as? Int == 6, "\(summary.output)")
+        }
+    }
+
+    /// Support asks the command line why a user lacks something: it answers in the API's shape,
+    /// from the stream, now or as it was at a past position; a wrong user is named, not answered empty.
+    @Test func queryEntitlementsAnswersAsTheAPIDoesNowAndAtAPastPosition() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            try await api.defineProduct("level.pack", type: "non_consumable")
+            let coins = try await api.buy("alice", "coins.100", quantity: 5)
+            let first = try await api.ingest("alice", device: "phone", receipt: coins.receipt)
+            #expect(first.status == 200, "\(first.text)")
+            let beforeLevels = first.json["position"] as? Int ?? 0
+            let level = try await api.buy("alice", "level.pack")
+            #expect(try await api.ingest("alice", device: "phone", receipt: level.receipt).status == 200)
+            let used = try await api.send(.POST, "/v1/apps/\(APIHarness.app)/users/alice/consumptions", key: api.allKey,
+                                          json: ["productId": "coins.100", "quantity": 2, "deviceId": "phone"])
+            #expect(used.status == 201, "\(used.text)")
+            let head = used.json["position"] as? Int ?? 0
+            let at = "2030-01-01T00:00:00Z"
+            let served = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/alice/entitlements?at=\(at)&minPosition=\(head)", key: api.allKey)
+            #expect(served.status == 200, "\(served.text)")
+
+            let now = try await Self.ledger(["query", "entitlements", "--app", APIHarness.app, "--user", "alice", "--at", at], database: api.settings)
+            #expect(now.status == 0, "\(now.errors)")
+            var answered = (try? JSONSerialization.jsonObject(with: Data(now.output.utf8))) as? [String: Any] ?? [:]
+            var expected = served.json
+            #expect(answered["position"] as? Int == head, "the position of alice's last event: \(now.output)")
+            // The API's position is how far the projections got, which may pass alice's last event.
+            answered["position"] = nil
+            expected["position"] = nil
+            #expect(NSDictionary(dictionary: answered).isEqual(to: expected), "CLI \(now.output)\nAPI \(served.text)")
+
+            let past = try await Self.ledger(
+                ["query", "entitlements", "--app", APIHarness.app, "--user", "alice", "--at-position", String(beforeLevels)], database: api.settings
+            )
+            #expect(past.status == 0, "\(past.errors)")
+            let then = (try? JSONSerialization.jsonObject(with: Data(past.output.utf8))) as? [String: Any] ?? [:]
+            #expect((then["owned"] as? [Any])?.isEmpty == true, "level.pack was bought later: \(past.output)")
+            #expect(((then["consumables"] as? [[String: Any]])?.first?["balance"]) as? Int == 5, "nothing used yet: \(past.output)")
+
+            let nobody = try await Self.ledger(["query", "entitlements", "--app", APIHarness.app, "--user", "alcie"], database: api.settings)
+            #expect(nobody.status != 0 && nobody.output.isEmpty)
+            #expect(nobody.errors.contains("'alcie' has no events"), "\(nobody.errors)")
         }
     }
 }
