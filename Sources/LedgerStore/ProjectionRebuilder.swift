@@ -292,9 +292,8 @@ public struct ProjectionRebuilder: Sendable {
                         logger: logger
                     )
                 }
-                try await connection.query(
-                    "DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger
-                )
+                // The view depends on the tables: it goes first and comes back on the rebuilt one.
+                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
                 for version in Set(live + [projection.version]) {
                     try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name)_v\(unescaped: String(version))", logger: logger)
                 }
@@ -302,10 +301,7 @@ public struct ProjectionRebuilder: Sendable {
                     "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
                 )
                 try await ProjectionRunner.commentColumns(projection, on: connection, logger: logger)
-                try await connection.query(
-                    "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
-                    logger: logger
-                )
+                try await ProjectionRunner.pointView(of: projection, on: connection, logger: logger)
                 try await connection.query(
                     """
                     INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), 'live')

@@ -159,12 +159,7 @@ public struct ProjectionRunner: Service {
                     logger: logger
                 )
                 if status == "live" {
-                    // A failed earlier version's view may have other columns: not replaceable.
-                    try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
-                    try await connection.query(
-                        "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
-                        logger: logger
-                    )
+                    try await Self.pointView(of: projection, on: connection, logger: logger)
                 }
                 return 0
             }
@@ -316,6 +311,17 @@ public struct ProjectionRunner: Service {
     // MARK: Tables
 
     /// `app`, `user_id` and the projection's columns, as SQL.
+    /// Points the projection's view (`ledger.<name>`, what readers query) at this version's table.
+    /// Dropped and created rather than replaced: another version may add, remove or reorder
+    /// columns, which CREATE OR REPLACE VIEW refuses. Run inside the switch's transaction.
+    static func pointView(of projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
+        try await connection.query(
+            "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
+            logger: logger
+        )
+    }
+
     static func columnDefinitions(_ projection: any UserProjection.Type) -> String {
         (["app text NOT NULL", "user_id text NOT NULL"] + projection.columns.map { "\($0.name) \($0.type)" }).joined(separator: ", ")
     }
@@ -347,13 +353,7 @@ public struct ProjectionRunner: Service {
                     """,
                     logger: logger
                 ).collect()
-                // Dropped and created rather than replaced: a new version may add, remove or
-                // reorder columns, which CREATE OR REPLACE VIEW refuses.
-                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
-                try await connection.query(
-                    "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
-                    logger: logger
-                )
+                try await Self.pointView(of: projection, on: connection, logger: logger)
                 try await connection.query(
                     "UPDATE ledger.projections SET status = 'live', updated_at = now() WHERE name = \(projection.name) AND version = \(projection.version)",
                     logger: logger
