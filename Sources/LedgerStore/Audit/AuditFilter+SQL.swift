@@ -6,30 +6,22 @@ extension PostgresQuery.StringInterpolation {
     /// that the rows and the totals always select the same rows. A condition left out of the
     /// filter adds nothing.
     mutating func appendInterpolation(conditionsOf filter: AuditFilter) {
-        if let from = filter.from {
-            appendLiteral(" AND occurred_at >= ")
-            appendInterpolation(from)
-        }
-        if let to = filter.to {
-            appendLiteral(" AND occurred_at < ")
-            appendInterpolation(to)
-        }
+        appendCondition("occurred_at >= ", filter.from)
+        appendCondition("occurred_at < ", filter.to)
         if !filter.events.isEmpty {
             appendLiteral(" AND event = ANY(")
             appendInterpolation(filter.events.map(\.rawValue))
             appendLiteral("::text[])")
         }
-        if let product = filter.productId {
-            appendLiteral(" AND product_id = ")
-            appendInterpolation(product)
-        }
-        if let user = filter.userId {
-            appendLiteral(" AND user_id = ")
-            appendInterpolation(user)
-        }
-        if let environment = filter.environment {
-            appendLiteral(" AND environment = ")
-            appendInterpolation(environment.rawValue)
-        }
+        appendCondition("product_id = ", filter.productId)
+        appendCondition("user_id = ", filter.userId)
+        appendCondition("environment = ", filter.environment?.rawValue)
+    }
+
+    /// ` AND <comparison><value>`, or nothing when there is no value.
+    private mutating func appendCondition<Value: PostgresDynamicTypeEncodable>(_ comparison: String, _ value: Value?) {
+        guard let value else { return }
+        appendLiteral(" AND " + comparison)
+        appendInterpolation(value)
     }
 }
