@@ -310,7 +310,6 @@ public struct ProjectionRunner: Service {
 
     // MARK: Tables
 
-    /// `app`, `user_id` and the projection's columns, as SQL.
     /// Points the projection's view (`ledger.<name>`, what readers query) at this version's table.
     /// Dropped and created rather than replaced: another version may add, remove or reorder
     /// columns, which CREATE OR REPLACE VIEW refuses. Run inside the switch's transaction.
@@ -322,6 +321,7 @@ public struct ProjectionRunner: Service {
         )
     }
 
+    /// `app`, `user_id` and the projection's columns, as SQL.
     static func columnDefinitions(_ projection: any UserProjection.Type) -> String {
         (["app text NOT NULL", "user_id text NOT NULL"] + projection.columns.map { "\($0.name) \($0.type)" }).joined(separator: ", ")
     }
