@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerDomain
+import LedgerStore
 import Logging
 
 /// Turns every error into the API's error body. Unexpected errors are logged with the request id
@@ -16,6 +17,10 @@ struct ErrorMiddleware: RouterMiddleware {
             return try Self.translate(error).response(from: request, context: context)
         } catch let error as any HTTPResponseError {
             return try APIError(error.status, "http_\(error.status.code)", error.status.reasonPhrase).response(from: request, context: context)
+        } catch let error as ReadError {
+            return try APIError(error).response(from: request, context: context)
+        } catch let error as AuditQueryError {
+            return try APIError(error).response(from: request, context: context)
         } catch let error as LedgerInputError {
             // Input the domain refuses is the caller's to fix, whichever route met it.
             return try APIError.invalidRequest(error.message).response(from: request, context: context)

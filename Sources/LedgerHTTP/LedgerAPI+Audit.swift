@@ -19,51 +19,48 @@ extension LedgerAPI {
         let cursorText = request.uri.queryParameters.get("cursor")
         let limit = try Self.integerQuery("limit", request, range: 1...Int64(AuditQueries.maximumPageSize))
         let wantsCSV = request.headers[.accept]?.contains("text/csv") == true
-        do {
-            let cursor = try cursorText.map { text throws(AuditQueryError) in try AuditCursor(parsing: text, app: key.app) }
-            if wantsCSV && cursor == nil && limit == nil {
-                _ = try await audit.events(app: key.app, filter: filter, limit: 1)  // refuse a bad filter before the 200 is sent
-                let app = key.app
-                let logger = context.logger
-                let body = ResponseBody { writer in
-                    var chunk = AuditCSV.header
-                    try await audit.forEachEvent(app: app, filter: filter, pageSize: 1_000) { row in
-                        chunk += AuditCSV.line(row)
-                        if chunk.utf8.count > 64 * 1024 {
-                            try await writer.write(ByteBuffer(string: chunk))
-                            chunk = ""
-                        }
+        let cursor = try cursorText.map { text throws(AuditQueryError) in try AuditCursor(parsing: text, app: key.app) }
+        if wantsCSV && cursor == nil && limit == nil {
+            // Once the 200 is sent an error can only cut the body short: a trail not ready is found first.
+            _ = try await audit.events(app: key.app, filter: filter, limit: 1)
+            let app = key.app
+            let logger = context.logger
+            let body = ResponseBody { writer in
+                var chunk = AuditCSV.header
+                try await audit.forEachEvent(app: app, filter: filter, pageSize: 1_000) { row in
+                    chunk += AuditCSV.line(row)
+                    if chunk.utf8.count > 64 * 1024 {
+                        try await writer.write(ByteBuffer(string: chunk))
+                        chunk = ""
                     }
-                    try await writer.write(ByteBuffer(string: chunk))
-                    try await writer.finish(nil)
-                    logger.debug("audit csv streamed")
                 }
-                return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-\(app).csv"), body: body)
+                try await writer.write(ByteBuffer(string: chunk))
+                try await writer.finish(nil)
+                logger.debug("audit csv streamed")
             }
-            let page = try await audit.events(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
-            if wantsCSV {
-                var headers = Self.csvHeaders(filename: "audit-\(key.app).csv")
-                if let next = page.nextCursor { headers[.nextCursor] = next.text }
-                let text = AuditCSV.header + page.rows.map(AuditCSV.line).joined()
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
-            }
-            struct Answer: Encodable {
-                let events: [AuditRow]
-                let nextCursor: String?
-
-                /// `nextCursor` is written as null on the last page, so clients can test for it.
-                func encode(to encoder: any Encoder) throws {
-                    var container = encoder.container(keyedBy: CodingKeys.self)
-                    try container.encode(events, forKey: .events)
-                    try container.encode(nextCursor, forKey: .nextCursor)
-                }
-
-                enum CodingKeys: String, CodingKey { case events, nextCursor }
-            }
-            return try APIJSON.response(Answer(events: page.rows, nextCursor: page.nextCursor?.text))
-        } catch let error as AuditQueryError {
-            throw Self.translate(error)
+            return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-\(app).csv"), body: body)
         }
+        let page = try await audit.events(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
+        if wantsCSV {
+            var headers = Self.csvHeaders(filename: "audit-\(key.app).csv")
+            if let next = page.nextCursor { headers[.nextCursor] = next.text }
+            let text = AuditCSV.header + page.rows.map(AuditCSV.line).joined()
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        struct Answer: Encodable {
+            let events: [AuditRow]
+            let nextCursor: String?
+
+            /// `nextCursor` is written as null on the last page, so clients can test for it.
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(events, forKey: .events)
+                try container.encode(nextCursor, forKey: .nextCursor)
+            }
+
+            enum CodingKeys: String, CodingKey { case events, nextCursor }
+        }
+        return try APIJSON.response(Answer(events: page.rows, nextCursor: page.nextCursor?.text))
     }
 
     /// `GET /v1/audit/summary`: units and money per day, product, currency and environment, refunds apart.
@@ -71,21 +68,17 @@ extension LedgerAPI {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
         try await waitForAuditTrail(request)
-        do {
-            let filter = try Self.auditFilter(request)
-            let groups = try request.uri.queryParameters.get("groupBy").map { text throws(AuditQueryError) in try AuditGrouping.parse(list: text) }
-                ?? Set(AuditGrouping.allCases)
-            let rows = try await AuditQueries(client: client, logger: context.logger).summary(app: key.app, filter: filter, groupBy: groups)
-            if request.headers[.accept]?.contains("text/csv") == true {
-                let text = AuditCSV.summaryHeader + rows.map(AuditCSV.line).joined()
-                return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-summary-\(key.app).csv"),
-                                body: .init(byteBuffer: ByteBuffer(string: text)))
-            }
-            struct Answer: Encodable { let groupBy: [String]; let rows: [AuditSummaryRow] }
-            return try APIJSON.response(Answer(groupBy: groups.map(\.rawValue).sorted(), rows: rows))
-        } catch let error as AuditQueryError {
-            throw Self.translate(error)
+        let filter = try Self.auditFilter(request)
+        let groups = try request.uri.queryParameters.get("groupBy").map { text throws(AuditQueryError) in try AuditGrouping.parse(list: text) }
+            ?? Set(AuditGrouping.allCases)
+        let rows = try await AuditQueries(client: client, logger: context.logger).summary(app: key.app, filter: filter, groupBy: groups)
+        if request.headers[.accept]?.contains("text/csv") == true {
+            let text = AuditCSV.summaryHeader + rows.map(AuditCSV.line).joined()
+            return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-summary-\(key.app).csv"),
+                            body: .init(byteBuffer: ByteBuffer(string: text)))
         }
+        struct Answer: Encodable { let groupBy: [String]; let rows: [AuditSummaryRow] }
+        return try APIJSON.response(Answer(groupBy: groups.map(\.rawValue).sorted(), rows: rows))
     }
 
     /// `GET /v1/audit/unclassified`: products money was taken for that the catalog does not know.
@@ -93,51 +86,28 @@ extension LedgerAPI {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
         try await waitForAuditTrail(request)
-        do {
-            let products = try await AuditQueries(client: client, logger: context.logger).unclassified(app: key.app)
-            struct Answer: Encodable { let products: [UnclassifiedProduct] }
-            return try APIJSON.response(Answer(products: products))
-        } catch let error as AuditQueryError {
-            throw Self.translate(error)
-        }
+        let products = try await AuditQueries(client: client, logger: context.logger).unclassified(app: key.app)
+        struct Answer: Encodable { let products: [UnclassifiedProduct] }
+        return try APIJSON.response(Answer(products: products))
     }
 
     /// With `minPosition`, waits (bounded) until the audit trail reflects the log up to it, as the user reads do.
     func waitForAuditTrail(_ request: Request) async throws {
         guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else { return }
-        do {
-            _ = try await reads.waitForProjections(["audit_trail"], toReach: minimum, timeout: configuration.readWaitTimeout)
-        } catch let error as ReadError {
-            throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
-        }
+        _ = try await reads.waitForProjections(["audit_trail"], toReach: minimum, timeout: configuration.readWaitTimeout)
     }
 
     static func auditFilter(_ request: Request) throws -> AuditFilter {
         let query = request.uri.queryParameters
-        do {
-            var filter = AuditFilter()
-            filter.from = try query.get("from").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "from") }
-            filter.to = try query.get("to").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "to") }
-            filter.events = try query.get("type").map { text throws(AuditQueryError) in try AuditEventKind.parse(list: text) } ?? []
-            filter.environment = try query.get("environment").map { text throws(AuditQueryError) in try AuditFilter.environment(named: text) }
-            if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
-            if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
-            try filter.validate()
-            return filter
-        } catch let error as AuditQueryError {
-            throw translate(error)
-        }
-    }
-
-    static func translate(_ error: AuditQueryError) -> APIError {
-        switch error.code {
-        case .invalidCursor:
-            var apiError = APIError(.badRequest, "invalid_cursor", error.message)
-            apiError.field = "cursor"
-            return apiError
-        case .invalidFilter, .invalidLimit: return .invalidRequest(error.message, field: error.field)
-        case .notReady: return .unavailable("projections_behind", error.message)
-        }
+        var filter = AuditFilter()
+        filter.from = try query.get("from").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "from") }
+        filter.to = try query.get("to").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "to") }
+        filter.events = try query.get("type").map { text throws(AuditQueryError) in try AuditEventKind.parse(list: text) } ?? []
+        filter.environment = try query.get("environment").map { text throws(AuditQueryError) in try AuditFilter.environment(named: text) }
+        if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
+        if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
+        try filter.validate()
+        return filter
     }
 
     static func csvHeaders(filename: String) -> HTTPFields {

@@ -20,16 +20,11 @@ extension LedgerAPI {
         let user = try Self.parameter("userId", context)
         let position: Int64
         if let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) {
-            do {
-                position = try await reads.waitForProjections(projections, toReach: minimum, timeout: configuration.readWaitTimeout)
-            } catch let error as ReadError {
-                throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
-            }
+            position = try await reads.waitForProjections(projections, toReach: minimum, timeout: configuration.readWaitTimeout)
         } else if let reached = try await reads.checkpoint(of: projections) {
             position = reached
         } else {
-            let error = ReadError.projectionsNotReady(projections)
-            throw APIError.unavailable(error.code.rawValue, error.message, position: error.position)
+            throw ReadError.projectionsNotReady(projections)
         }
         return (app, user, position)
     }
