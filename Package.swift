@@ -28,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
+        // MARK: The ledger
+
         .target(
             name: "LedgerDomain",
             swiftSettings: swiftSettings
@@ -45,9 +47,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "LedgerApplication",
+            dependencies: [
+                "LedgerDomain",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "LedgerStore",
             dependencies: [
                 "LedgerDomain",
+                "LedgerApplication",
                 "LedgerMigrations",
                 "LedgerProjections",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -60,17 +71,38 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "LocalPostgres",
+            dependencies: [
+                "LedgerApplication",
+                "LedgerStore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
             name: "AppStore",
             dependencies: [
                 "LedgerDomain",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "AppStoreSimulator",
+            dependencies: [
+                "AppStore",
+                "LedgerDomain",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -78,6 +110,7 @@ let package = Package(
             name: "LedgerHTTP",
             dependencies: [
                 "LedgerDomain",
+                "LedgerApplication",
                 "LedgerStore",
                 "LedgerProjections",
                 "AppStore",
@@ -100,15 +133,39 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "LedgerBenchmarks",
+            dependencies: [
+                "LedgerDomain",
+                "LedgerApplication",
+                "LedgerStore",
+                "LedgerProjections",
+                "LedgerDemo",
+                "AppStore",
+                "AppStoreSimulator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Benchmarks/Sources/LedgerBenchmarks",
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "ledger",
             dependencies: [
                 "LedgerDomain",
+                "LedgerApplication",
                 "LedgerStore",
+                "LocalPostgres",
                 "LedgerHTTP",
                 "LedgerProjections",
                 "LedgerDemo",
+                "LedgerBenchmarks",
                 "AppStore",
+                "AppStoreSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -119,10 +176,47 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+
+        // MARK: Tests, by tier: pure, application (in-memory store), PostgreSQL, HTTP router, end to end
+
+        .target(
+            name: "LedgerTesting",
+            dependencies: [
+                "LedgerDomain",
+                "LedgerApplication",
+                "LedgerStore",
+                "LocalPostgres",
+                "LedgerHTTP",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Tests/LedgerTesting",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "LedgerDomainTests",
             dependencies: ["LedgerDomain"],
             resources: [.copy("Golden")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerProjectionsTests",
+            dependencies: ["LedgerProjections", "LedgerDomain"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerApplicationTests",
+            dependencies: [
+                "LedgerApplication",
+                "LedgerDomain",
+                "LedgerTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -142,31 +236,60 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "LedgerProjectionsTests",
-            dependencies: ["LedgerProjections", "LedgerDomain"],
-            swiftSettings: swiftSettings
-        ),
-        .target(
-            name: "LedgerTesting",
+            name: "AppStoreSimulatorTests",
             dependencies: [
-                "LedgerStore",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                "AppStore",
+                "AppStoreSimulator",
+                "LedgerTesting",
+                "LedgerDomain",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
-            path: "Tests/LedgerTesting",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerStoreTests",
+            dependencies: [
+                "LedgerTesting",
+                "LedgerApplication",
+                "LedgerStore",
+                "LedgerDomain",
+                "LedgerProjections",
+                "LedgerBenchmarks",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerHTTPTests",
             dependencies: [
                 "LedgerHTTP",
+                "AppStore",
+                "LedgerTesting",
+                "LedgerDomain",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "LedgerEndToEndTests",
+            dependencies: [
+                "LedgerHTTP",
+                "LedgerApplication",
                 "LedgerStore",
                 "LedgerDomain",
                 "LedgerTesting",
                 "LedgerDemo",
                 "LedgerProjections",
                 "AppStore",
+                "AppStoreSimulator",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
@@ -181,15 +304,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "LedgerStoreTests",
+            name: "LedgerBenchmarksTests",
             dependencies: [
+                "LedgerBenchmarks",
                 "LedgerTesting",
-                "LedgerStore",
-                "LedgerDomain",
-                "LedgerProjections",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            path: "Benchmarks/Tests/LedgerBenchmarksTests",
             swiftSettings: swiftSettings
         ),
     ]

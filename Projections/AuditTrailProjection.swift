@@ -14,7 +14,7 @@ import LedgerDomain
 /// receipt posted late can be days after. Version 2 added `occurred_at`, the refund's own
 /// `recorded_at` (version 1 repeated `revokedAt` there) and the index for app-filtered scans.
 public enum AuditTrailProjection: UserProjection {
-    public static let name = "audit_trail"
+    public static let name = ProjectionName.auditTrail
     public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
@@ -40,27 +40,32 @@ public enum AuditTrailProjection: UserProjection {
     /// Finance reads one app at a time in (position, event) order, or by period.
     public static let indexes = [["app", "position", "event"], ["app", "occurred_at"]]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        var rows: [[String?]] = []
+    public struct Row: ProjectionRow {
+        public let event: AuditEventKind
+        public let transaction: UserLedger.Transaction
+        /// Where in the log the money moved: the transaction's position, or its revocation's.
+        public let position: Int64
+        public let occurredAt: Date
+        public let recordedAt: Date?
+
+        public var columnValues: [String?] {
+            [String(position), Self.text(occurredAt), Self.text(recordedAt), transaction.environment.rawValue, transaction.deviceId,
+             event.rawValue, transaction.transactionId, transaction.originalTransactionId, transaction.productId,
+             transaction.productType.rawValue, String(transaction.quantity), transaction.price, transaction.currency,
+             Self.text(transaction.purchaseDate), Self.text(transaction.expiresDate), transaction.isRevoked ? "true" : "false"]
+        }
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
+        var rows: [Row] = []
         for transaction in state.transactionsInOrder where transaction.kind != .restore {
-            let event = transaction.kind == .renewal ? "renewal" : "purchase"
-            rows.append(row(event, transaction, position: transaction.position, occurredAt: transaction.purchaseDate,
-                            recordedAt: transaction.recordedAt))
+            rows.append(Row(event: transaction.kind == .renewal ? .renewal : .purchase, transaction: transaction,
+                            position: transaction.position, occurredAt: transaction.purchaseDate, recordedAt: transaction.recordedAt))
             if let revokedPosition = transaction.revokedPosition, let revokedAt = transaction.revokedAt {
-                rows.append(row("refund", transaction, position: revokedPosition, occurredAt: revokedAt,
+                rows.append(Row(event: .refund, transaction: transaction, position: revokedPosition, occurredAt: revokedAt,
                                 recordedAt: transaction.revocationRecordedAt))
             }
         }
         return rows
     }
-
-    private static func row(
-        _ event: String, _ transaction: UserLedger.Transaction, position: Int64, occurredAt: Date, recordedAt: Date?
-    ) -> [String?] {
-        [String(position), text(occurredAt), text(recordedAt), transaction.environment.rawValue, transaction.deviceId, event,
-         transaction.transactionId, transaction.originalTransactionId, transaction.productId, transaction.productType.rawValue,
-         String(transaction.quantity), transaction.price, transaction.currency, text(transaction.purchaseDate),
-         text(transaction.expiresDate), transaction.isRevoked ? "true" : "false"]
-    }
 }
-

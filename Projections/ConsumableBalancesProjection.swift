@@ -5,7 +5,7 @@ import LedgerDomain
 /// Purchased counts non-revoked purchases' quantities. A balance goes below zero only when a
 /// purchase is revoked after it was used; it is shown, and flagged, not hidden.
 public enum ConsumableBalancesProjection: UserProjection {
-    public static let name = "consumable_balances"
+    public static let name = ProjectionName.consumableBalances
     public static let version = 1
 
     public static let columns: [ProjectionColumn] = [
@@ -17,16 +17,16 @@ public enum ConsumableBalancesProjection: UserProjection {
     ]
     public static let keyColumns = ["product_id"]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        var products = Set(state.consumed.keys)
-        for transaction in state.transactionsInOrder where transaction.kind == .purchase
-            && (transaction.productType == .consumable || catalog.type(of: transaction.productId) == .consumable) {
-            products.insert(transaction.productId)
+    public struct Row: ProjectionRow {
+        public let balance: ConsumableBalance
+
+        public var columnValues: [String?] {
+            [balance.productId, String(balance.purchased), String(balance.consumed), String(balance.balance),
+             balance.isOverdrawn ? "true" : "false"]
         }
-        return products.sorted().map { productId in
-            let balance = state.balance(of: productId)
-            let consumed = state.consumed[productId, default: 0]
-            return [productId, String(balance + consumed), String(consumed), String(balance), balance < 0 ? "true" : "false"]
-        }
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
+        state.consumableBalances(catalog: catalog).map(Row.init(balance:))
     }
 }

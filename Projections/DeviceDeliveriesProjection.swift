@@ -2,7 +2,7 @@ import LedgerDomain
 
 /// `ledger.device_deliveries`: which device received which purchase or restored period, and when.
 public enum DeviceDeliveriesProjection: UserProjection {
-    public static let name = "device_deliveries"
+    public static let name = ProjectionName.deviceDeliveries
     public static let version = 1
 
     public static let columns: [ProjectionColumn] = [
@@ -15,12 +15,21 @@ public enum DeviceDeliveriesProjection: UserProjection {
     ]
     public static let keyColumns = ["device_id", "transaction_id", "kind"]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+    public struct Row: ProjectionRow {
+        public let delivery: UserLedger.Delivery
+        public let productId: String?
+
+        public var columnValues: [String?] {
+            [delivery.deviceId, delivery.transactionId, productId, delivery.kind.rawValue, String(delivery.position),
+             Self.text(delivery.recordedAt)]
+        }
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
         var seen = Set<[String]>()
         return state.deliveries.compactMap { delivery in
             guard seen.insert([delivery.deviceId, delivery.transactionId, delivery.kind.rawValue]).inserted else { return nil }
-            return [delivery.deviceId, delivery.transactionId, state.transactions[delivery.transactionId]?.productId,
-                    delivery.kind.rawValue, String(delivery.position), text(delivery.recordedAt)]
+            return Row(delivery: delivery, productId: state.transactions[delivery.transactionId]?.productId)
         }
     }
 }

@@ -10,7 +10,7 @@ import LedgerDomain
 /// per group. Revoked purchases give nothing. Whether a row is active is decided when it is read
 /// (`expires_at IS NULL OR now() < expires_at`), never stored.
 public enum OwnershipProjection: UserProjection {
-    public static let name = "ownership"
+    public static let name = ProjectionName.ownership
     public static let version = 1
 
     public static let columns: [ProjectionColumn] = [
@@ -22,28 +22,51 @@ public enum OwnershipProjection: UserProjection {
     ]
     public static let keyColumns = ["product_id", "original_transaction_id"]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        let entitlements = Entitlements(of: state, catalog: catalog, at: Date(timeIntervalSince1970: 0))
-        var rows: [[String?]] = []
-        for owned in entitlements.owned {
-            let type = state.transactions[owned.originalTransactionId]?.productType ?? .nonConsumable
-            rows.append([owned.productId, type.rawValue, owned.originalTransactionId, text(owned.purchaseDate), nil])
+    public struct Row: ProjectionRow {
+        public let productId: String
+        public let productType: ProductType
+        public let originalTransactionId: String
+        public let ownedSince: Date
+        public let expiresAt: Date?
+
+        public var columnValues: [String?] {
+            [productId, productType.rawValue, originalTransactionId, Self.text(ownedSince), Self.text(expiresAt)]
         }
-        for subscription in entitlements.autoRenewables {
-            guard let expires = subscription.expiresDate,
-                  let start = state.transactions[subscription.originalTransactionId]?.purchaseDate
-                    ?? state.transactionsInOrder.first(where: { $0.originalTransactionId == subscription.originalTransactionId })?.purchaseDate
-            else { continue }
-            rows.append([subscription.productId, ProductType.autoRenewable.rawValue, subscription.originalTransactionId,
-                         text(start), text(expires)])
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
+        var rows = state.ownedForever.map {
+            Row(productId: $0.productId, productType: $0.productType, originalTransactionId: $0.originalTransactionId,
+                ownedSince: $0.ownedSince, expiresAt: nil)
         }
+        rows += autoRenewableRows(state)
         var byProduct: [String: [SubscriptionPeriod]] = [:]
-        for period in entitlements.nonRenewingPeriods { byProduct[period.productId, default: []].append(period) }
+        for period in state.nonRenewingPeriods(catalog: catalog) { byProduct[period.productId, default: []].append(period) }
         for productId in byProduct.keys.sorted() {
             let periods = byProduct[productId]!
-            rows.append([productId, ProductType.nonRenewing.rawValue, periods[0].transactionId,
-                         text(periods.map(\.start).min()), text(periods.map(\.end).max())])
+            rows.append(Row(productId: productId, productType: .nonRenewing, originalTransactionId: periods[0].transactionId,
+                            ownedSince: periods.map(\.start).min()!, expiresAt: periods.map(\.end).max()))
         }
         return rows
+    }
+
+    /// One row per original transaction: from the original purchase to the latest expiry among its
+    /// non-revoked transactions; named after the product of its latest transaction.
+    private static func autoRenewableRows(_ state: UserLedger) -> [Row] {
+        var subscriptions: [String: [UserLedger.Transaction]] = [:]
+        var originals: [String] = []
+        for transaction in state.transactionsInOrder where transaction.productType == .autoRenewable && transaction.kind != .restore {
+            if subscriptions[transaction.originalTransactionId] == nil { originals.append(transaction.originalTransactionId) }
+            subscriptions[transaction.originalTransactionId, default: []].append(transaction)
+        }
+        return originals.compactMap { original in
+            let all = subscriptions[original] ?? []
+            guard let expires = all.filter({ !$0.isRevoked }).compactMap(\.expiresDate).max(),
+                  let start = state.transactions[original]?.purchaseDate ?? all.first?.purchaseDate
+            else { return nil }
+            let latest = all.max { $0.purchaseDate < $1.purchaseDate }
+            return Row(productId: latest?.productId ?? "", productType: .autoRenewable, originalTransactionId: original,
+                       ownedSince: start, expiresAt: expires)
+        }
     }
 }

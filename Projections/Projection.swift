@@ -9,8 +9,11 @@ import LedgerDomain
 /// rebuilding from position 0, gives the same rows. Changing what `rows` derives means bumping
 /// `version`: the runner then builds the new version beside the live one.
 public protocol UserProjection: Sendable {
+    /// One row of the read model, typed.
+    associatedtype Row: ProjectionRow
+
     /// Stable name of the read model, e.g. `ownership`; its tables and view carry it.
-    static var name: String { get }
+    static var name: ProjectionName { get }
     /// Bumped whenever `rows` changes what it derives.
     static var version: Int { get }
     /// The table's columns after `app` and `user_id`, which every projection starts with.
@@ -20,8 +23,36 @@ public protocol UserProjection: Sendable {
     /// Indexes beyond the one on (app, user_id) every table has, each a list of column names.
     static var indexes: [[String]] { get }
 
-    /// The user's rows, each value in the order of `columns` as text (nil for NULL). Pure.
-    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]]
+    /// The user's rows. Pure.
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row]
+}
+
+/// A projection's row as the store writes it.
+public protocol ProjectionRow: Hashable, Sendable {
+    /// The values in the order of the projection's `columns`, as text (nil for NULL).
+    var columnValues: [String?] { get }
+}
+
+/// The name of a read model: its view is `ledger.<name>`, its tables `ledger.<name>_v<version>`.
+public struct ProjectionName: RawRepresentable, Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
+    public let rawValue: String
+
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public init(stringLiteral value: String) {
+        self.rawValue = value
+    }
+
+    public var description: String { rawValue }
+
+    public static let ownership: Self = "ownership"
+    public static let consumableBalances: Self = "consumable_balances"
+    public static let subscriptionPeriods: Self = "subscription_periods"
+    public static let deviceDeliveries: Self = "device_deliveries"
+    public static let auditTrail: Self = "audit_trail"
+    public static let unfinishedTransactions: Self = "unfinished_transactions"
 }
 
 /// One column of a projection's table.
@@ -41,11 +72,19 @@ public struct ProjectionColumn: Hashable, Sendable {
 
 extension UserProjection {
     /// The versioned table's name, e.g. `ownership_v1`.
-    public static var tableName: String { "\(name)_v\(version)" }
+    public static var tableName: String { "\(name.rawValue)_v\(version)" }
+
+    /// The user's rows as the store writes them, each value in the order of `columns`.
+    public static func columnValues(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+        rows(app: app, user: user, state: state, catalog: catalog).map(\.columnValues)
+    }
 
     /// None beyond (app, user_id) unless a projection names some.
     public static var indexes: [[String]] { [] }
 
+}
+
+extension ProjectionRow {
     /// Text for a timestamp column.
     static func text(_ date: Date?) -> String? {
         date.map(LedgerJSON.formatTimestamp)
@@ -65,6 +104,6 @@ public enum Projections {
 
     /// The projection of this name, if there is one.
     public static func named(_ name: String) -> (any UserProjection.Type)? {
-        all.first { $0.name == name }
+        all.first { $0.name.rawValue == name }
     }
 }

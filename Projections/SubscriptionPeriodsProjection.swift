@@ -1,3 +1,4 @@
+import Foundation
 import LedgerDomain
 
 /// `ledger.subscription_periods`: every paid subscription period, `[period_start, period_end)`.
@@ -6,7 +7,7 @@ import LedgerDomain
 /// of the group's previous period, in the catalog's duration; a revoked purchase is removed and the
 /// later periods move up. Auto-renewable: each non-revoked transaction's `[purchase, expires)`.
 public enum SubscriptionPeriodsProjection: UserProjection {
-    public static let name = "subscription_periods"
+    public static let name = ProjectionName.subscriptionPeriods
     public static let version = 1
 
     public static let columns: [ProjectionColumn] = [
@@ -20,17 +21,19 @@ public enum SubscriptionPeriodsProjection: UserProjection {
     ]
     public static let keyColumns = ["transaction_id"]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        var rows: [[String?]] = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog).map { period in
-            let original = state.transactions[period.transactionId]?.originalTransactionId ?? period.transactionId
-            return [period.transactionId, original, period.productId, period.group, ProductType.nonRenewing.rawValue,
-                    text(period.start), text(period.end)]
+    public struct Row: ProjectionRow {
+        public let period: SubscriptionPeriod
+        public let originalTransactionId: String
+
+        public var columnValues: [String?] {
+            [period.transactionId, originalTransactionId, period.productId, period.group, period.kind.rawValue,
+             Self.text(period.start), Self.text(period.end)]
         }
-        for period in UserDecisions.autoRenewablePeriods(of: state, catalog: catalog) {
-            let original = state.transactions[period.transactionId]?.originalTransactionId ?? period.transactionId
-            rows.append([period.transactionId, original, period.productId, period.group, ProductType.autoRenewable.rawValue,
-                         text(period.start), text(period.end)])
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
+        state.subscriptionPeriods(catalog: catalog).map { period in
+            Row(period: period, originalTransactionId: state.transactions[period.transactionId]?.originalTransactionId ?? period.transactionId)
         }
-        return rows
     }
 }

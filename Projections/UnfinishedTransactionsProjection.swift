@@ -6,7 +6,7 @@ import LedgerDomain
 /// back: the most common in-app purchase bug. Readers choose the threshold at read time, e.g.
 /// `WHERE recorded_at < now() - interval '1 hour'`.
 public enum UnfinishedTransactionsProjection: UserProjection {
-    public static let name = "unfinished_transactions"
+    public static let name = ProjectionName.unfinishedTransactions
     public static let version = 1
 
     public static let columns: [ProjectionColumn] = [
@@ -19,10 +19,16 @@ public enum UnfinishedTransactionsProjection: UserProjection {
     ]
     public static let keyColumns = ["transaction_id"]
 
-    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        state.transactionsInOrder.filter { !state.finished.contains($0.transactionId) }.map { transaction in
+    public struct Row: ProjectionRow {
+        public let transaction: UserLedger.Transaction
+
+        public var columnValues: [String?] {
             [transaction.transactionId, transaction.productId, transaction.kind.rawValue, transaction.deviceId,
-             String(transaction.position), text(transaction.recordedAt)]
+             String(transaction.position), Self.text(transaction.recordedAt)]
         }
+    }
+
+    public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
+        state.transactionsInOrder.filter { !state.finished.contains($0.transactionId) }.map(Row.init(transaction:))
     }
 }

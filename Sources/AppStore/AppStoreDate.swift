@@ -120,12 +120,12 @@ public enum AppStoreDate {
 
 extension Date {
     /// The instant `milliseconds` after 1970-01-01T00:00:00Z.
-    init(milliseconds: Int64) {
+    public init(milliseconds: Int64) {
         self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
     }
 
     /// Milliseconds since 1970, to the nearest (a `Double` round trip must not lose one).
-    var milliseconds: Int64 {
+    public var milliseconds: Int64 {
         Int64((timeIntervalSince1970 * 1000).rounded())
     }
 }

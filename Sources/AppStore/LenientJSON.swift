@@ -6,39 +6,39 @@ import Foundation
 /// in some places and as JSON numbers in others, adds keys over the years and leaves optional ones out.
 /// Every accessor answers `nil` for a missing key or a value it cannot read, instead of failing the
 /// whole receipt; the caller decides which fields are required.
-struct LenientJSON {
+public struct LenientJSON {
     /// The parsed value: a dictionary, array, string, number, boolean, `NSNull` or nothing.
-    let raw: Any?
+    public let raw: Any?
 
-    init(_ raw: Any?) {
+    public init(_ raw: Any?) {
         self.raw = raw
     }
 
     /// Parses `data`; `nil` when it is not JSON at all.
-    init?(data: Data) {
+    public init?(data: Data) {
         guard let value = try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed]) else {
             return nil
         }
         self.raw = value
     }
 
-    subscript(key: String) -> LenientJSON {
+    public subscript(key: String) -> LenientJSON {
         LenientJSON((raw as? [String: Any])?[key])
     }
 
-    var isPresent: Bool {
+    public var isPresent: Bool {
         raw != nil && !(raw is NSNull)
     }
 
-    var object: [String: Any]? { raw as? [String: Any] }
+    public var object: [String: Any]? { raw as? [String: Any] }
 
     /// The elements of an array; `nil` when the value is not an array.
-    var array: [LenientJSON]? {
+    public var array: [LenientJSON]? {
         (raw as? [Any]).map { $0.map(LenientJSON.init) }
     }
 
     /// A string, or the plain text of a number or boolean; empty strings count as missing.
-    var string: String? {
+    public var string: String? {
         switch raw {
         case let text as String:
             return text.isEmpty ? nil : text
@@ -54,7 +54,7 @@ struct LenientJSON {
     }
 
     /// An integer from a number or from a string of digits (`"1"`, `" 2 "`).
-    var int64: Int64? {
+    public var int64: Int64? {
         switch raw {
         case let text as String:
             return Int64(text.trimmingCharacters(in: .whitespaces))
@@ -69,10 +69,10 @@ struct LenientJSON {
         }
     }
 
-    var int: Int? { int64.flatMap { Int(exactly: $0) } }
+    public var int: Int? { int64.flatMap { Int(exactly: $0) } }
 
     /// A boolean from `true`/`false`, `"true"`/`"false"`, `"1"`/`"0"`, `"yes"`/`"no"` or a number.
-    var bool: Bool? {
+    public var bool: Bool? {
         switch raw {
         case let text as String:
             switch text.trimmingCharacters(in: .whitespaces).lowercased() {
@@ -90,7 +90,7 @@ struct LenientJSON {
     }
 
     /// The date stored under `key`, in the forms the App Store uses; see `AppStoreDate`.
-    func date(_ key: String) -> Date? {
+    public func date(_ key: String) -> Date? {
         AppStoreDate.read(key, in: self)
     }
 

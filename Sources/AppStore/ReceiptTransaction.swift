@@ -61,7 +61,7 @@ public struct ReceiptTransaction: Hashable, Sendable {
 
     /// Only auto-renewables carry an expiry, so an expiry plus a new id is a renewal, and a new id without
     /// one is a restore of a non-consumable (or other restorable) purchase.
-    static func classify(transactionId: String, originalTransactionId: String, expiresDate: Date?) -> VerifiedTransaction.Kind {
+    public static func classify(transactionId: String, originalTransactionId: String, expiresDate: Date?) -> VerifiedTransaction.Kind {
         guard transactionId != originalTransactionId else { return .purchase }
         return expiresDate == nil ? .restore : .renewal
     }

@@ -41,7 +41,7 @@ public struct RetryPolicy: Sendable, Hashable {
         return .nanoseconds(Int64((seconds * 1e9).rounded()))
     }
 
-    static func seconds(_ duration: Duration) -> Double {
+    public static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

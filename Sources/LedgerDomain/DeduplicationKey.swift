@@ -3,6 +3,18 @@
 /// For App Store transactions the key is the app, the environment, the kind of record and the
 /// App Store transaction id: posting the same receipt twice, or 64 times at once, records one event.
 public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
+    /// What was recorded of an App Store transaction: each kind is recorded at most once.
+    public enum AppStoreKind: String, Hashable, Sendable, CaseIterable {
+        /// Money taken: a purchase.
+        case payment
+        /// Money taken: an auto-renewable period renewed.
+        case renewal
+        /// No money: the App Store or a re-purchase restored what the user owns.
+        case restore
+        /// The App Store or support took it back.
+        case revocation
+    }
+
     public let rawValue: String
 
     public init(rawValue: String) throws(LedgerInputError) {
@@ -18,15 +30,15 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
     /// The key of an App Store transaction: `appstore/<bundle id>/<environment>/<kind>/<transaction id>`.
     public static func appStoreTransaction(
         app bundleID: String,
-        environment: String,
-        kind: String,
+        environment: StoreEnvironment,
+        kind: AppStoreKind,
         transactionID: String
     ) throws(LedgerInputError) -> DeduplicationKey {
-        for (name, value) in [("bundle id", bundleID), ("environment", environment), ("kind", kind), ("transaction id", transactionID)]
+        for (name, value) in [("bundle id", bundleID), ("transaction id", transactionID)]
         where value.isEmpty || value.contains("/") {
             throw .invalidDeduplicationKey("\(name) '\(value)' must be non-empty and contain no '/'")
         }
-        return try DeduplicationKey(rawValue: "appstore/\(bundleID)/\(environment)/\(kind)/\(transactionID)")
+        return try DeduplicationKey(rawValue: "appstore/\(bundleID)/\(environment.rawValue)/\(kind.rawValue)/\(transactionID)")
     }
 
     public var description: String { rawValue }

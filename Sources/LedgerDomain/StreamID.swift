@@ -1,8 +1,15 @@
 /// The name of a stream: the unit of consistency of the log.
 ///
-/// Every (app, user) pair has one stream, `user/<bundle id>/<user id>`; a command reads it,
-/// decides, and appends with the version it read.
+/// Two kinds of stream exist, and this type alone spells and parses their names:
+/// `user/<bundle id>/<user id>`, one per (app, user) pair, which a command reads, decides on and
+/// appends to with the version it read; and `catalog/<bundle id>`, the app's product definitions.
 public struct StreamID: Hashable, Sendable, CustomStringConvertible {
+    /// What a stream is about, parsed from its name.
+    public enum Kind: Hashable, Sendable {
+        case user(app: String, user: String)
+        case catalog(app: String)
+    }
+
     public let rawValue: String
 
     public init(_ rawValue: String) throws(LedgerInputError) {
@@ -16,8 +23,39 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
 
     /// The stream of one user of one app.
     public static func user(app bundleID: String, user userID: String) throws(LedgerInputError) -> StreamID {
-        try StreamID("user/\(bundleID)/\(userID)")
+        try StreamID(userPrefix(app: bundleID) + userID)
     }
+
+    /// The catalog stream of an app.
+    public static func catalog(app bundleID: String) throws(LedgerInputError) -> StreamID {
+        try StreamID(catalogPrefix + bundleID)
+    }
+
+    /// What every user stream of the app starts with, for prefix scans of the log.
+    public static func userPrefix(app bundleID: String) -> String {
+        "\(userPrefix)\(bundleID)/"
+    }
+
+    private static let userPrefix = "user/"
+    private static let catalogPrefix = "catalog/"
+
+    /// The kind of a stored stream name; nil for a name neither kind has.
+    public static func kind(of rawValue: String) -> Kind? {
+        if rawValue.hasPrefix(userPrefix) {
+            let rest = rawValue.dropFirst(userPrefix.count)
+            guard let slash = rest.firstIndex(of: "/") else { return nil }
+            let app = String(rest[..<slash])
+            let user = String(rest[rest.index(after: slash)...])
+            return app.isEmpty || user.isEmpty ? nil : .user(app: app, user: user)
+        }
+        if rawValue.hasPrefix(catalogPrefix) {
+            let app = String(rawValue.dropFirst(catalogPrefix.count))
+            return app.isEmpty ? nil : .catalog(app: app)
+        }
+        return nil
+    }
+
+    public var kind: Kind? { Self.kind(of: rawValue) }
 
     public var description: String { rawValue }
 }

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import LedgerDomain
+import LedgerProjections
 import LedgerStore
 import Logging
 import NIOCore
@@ -94,7 +95,7 @@ extension LedgerAPI {
     /// With `minPosition`, waits (bounded) until the audit trail reflects the log up to it, as the user reads do.
     func waitForAuditTrail(_ request: Request) async throws {
         guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else { return }
-        _ = try await reads.waitForProjections(["audit_trail"], toReach: minimum, timeout: configuration.readWaitTimeout)
+        _ = try await reads.waitForProjections([.auditTrail], toReach: minimum, timeout: configuration.readWaitTimeout)
     }
 
     static func auditFilter(_ request: Request) throws -> AuditFilter {

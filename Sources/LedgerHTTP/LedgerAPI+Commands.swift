@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
 
@@ -100,7 +101,9 @@ extension LedgerAPI {
                 return (events, (periods, fresh))
             }
             let position = try await position(of: outcome, app: app, user: user)
-            let entitlements = EntitlementsBody(userId: user, state: outcome.state, catalog: outcome.catalog, position: position)
+            let entitlements = EntitlementsBody(
+                userId: user, position: position, outcome.state.classified(by: outcome.catalog).entitlements(catalog: outcome.catalog, at: Date())
+            )
             let now = Date()
             struct Period: Encodable { let transactionId, productId, group: String; let start, end: Date; let active: Bool }
             struct Answer: Encodable {
@@ -125,16 +128,17 @@ extension LedgerAPI {
     func owner(of transactionID: String, app: String) async throws -> String {
         var keys: [DeduplicationKey] = []
         for environment in StoreEnvironment.allCases {
-            for kind in ["payment", "renewal", "restore"] {
-                if let key = try? DeduplicationKey.appStoreTransaction(app: app, environment: environment.rawValue, kind: kind, transactionID: transactionID) {
+            for kind in [DeduplicationKey.AppStoreKind.payment, .renewal, .restore] {
+                if let key = try? DeduplicationKey.appStoreTransaction(app: app, environment: environment, kind: kind, transactionID: transactionID) {
                     keys.append(key)
                 }
             }
         }
-        let prefix = "user/\(app)/"
-        guard let stream = try await store.recorded(keys).values.first?.streamID, stream.hasPrefix(prefix) else {
+        guard let stream = try await store.recorded(keys).values.first?.streamID,
+              case .user(app, let user) = StreamID.kind(of: stream)
+        else {
             throw APIError(.notFound, "unknown_transaction", "transaction \(transactionID) is not recorded for any user of \(app)")
         }
-        return String(stream.dropFirst(prefix.count))
+        return user
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
 
@@ -89,7 +90,7 @@ extension LedgerAPI {
 
     /// The catalog, with its stream's version, last position and last change.
     func catalogState(app: String) async throws -> (products: [Product], version: Int64, position: Int64, modified: Date?) {
-        let (catalog, events) = try await handler.loadCatalogStream(app: app)
+        let (catalog, events) = try await handler.reader.catalogStream(app: app)
         let products = catalog.products.values.sorted { $0.productId < $1.productId }
         return (products, Int64(events.count), events.last?.position ?? 0, events.last?.recordedAt)
     }

@@ -1,20 +1,21 @@
 import Foundation
 import Hummingbird
 import LedgerDomain
+import LedgerProjections
 import LedgerStore
 
 extension LedgerAPI {
     /// The projections each read route answers from.
     enum ReadModel {
-        static let entitlements = ["ownership", "subscription_periods", "consumable_balances"]
-        static let balances = ["consumable_balances"]
-        static let subscriptions = ["subscription_periods"]
+        static let entitlements: [ProjectionName] = [.ownership, .subscriptionPeriods, .consumableBalances]
+        static let balances: [ProjectionName] = [.consumableBalances]
+        static let subscriptions: [ProjectionName] = [.subscriptionPeriods]
     }
 
     /// Authorizes a user read and waits for `minPosition` when asked. Returns the app, the user
     /// and the position the projections have reached.
     private func prepareRead(
-        _ request: Request, _ context: LedgerRequestContext, projections: [String]
+        _ request: Request, _ context: LedgerRequestContext, projections: [ProjectionName]
     ) async throws -> (app: String, user: String, position: Int64) {
         let (app, context) = try await authorizedApp(request, context, scope: .read)
         let user = try Self.parameter("userId", context)
@@ -44,9 +45,9 @@ extension LedgerAPI {
         async let balances = reads.balances(app: app, user: user)
         let (ownedRows, periodRows, balanceRows) = try await (owned, periods, balances)
         try await requireUser(app: app, user: user, hasRows: !(ownedRows.isEmpty && periodRows.isEmpty && balanceRows.isEmpty))
-        return try APIJSON.response(EntitlementsBody(
-            userId: user, at: at, position: position, owned: ownedRows, periods: periodRows, balances: balanceRows
-        ))
+        let entitlements = Entitlements(at: at, owned: ownedRows.map(\.owned), periods: periodRows.map(\.period),
+                                        balances: balanceRows.map(\.consumableBalance))
+        return try APIJSON.response(EntitlementsBody(userId: user, position: position, entitlements))
     }
 
     /// `GET …/users/{userId}/balances`: consumables bought, used and left.
@@ -76,7 +77,7 @@ extension LedgerAPI {
         try await requireUser(app: app, user: user, hasRows: !rows.isEmpty)
         let periods = rows.map {
             Period(transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId, productId: $0.productId,
-                   group: $0.group, kind: $0.kind, start: $0.start, end: $0.end, active: $0.start <= at && at < $0.end)
+                   group: $0.group, kind: $0.kind.rawValue, start: $0.start, end: $0.end, active: $0.period.isActive(at: at))
         }
         return try APIJSON.response(Answer(userId: user, at: at, position: position, periods: periods))
     }

@@ -1,6 +1,7 @@
 import AppStore
 import Foundation
 import Hummingbird
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
 
@@ -92,7 +93,10 @@ extension LedgerAPI {
         return try APIJSON.response(Answer(
             position: position, environment: receipt.environment.rawValue, recorded: recorded,
             duplicates: duplicates.sorted { $0.position < $1.position },
-            entitlements: EntitlementsBody(userId: body.userId, state: outcome.state, catalog: outcome.catalog, position: position)
+            entitlements: EntitlementsBody(
+                userId: body.userId, position: position,
+                outcome.state.classified(by: outcome.catalog).entitlements(catalog: outcome.catalog, at: Date())
+            )
         ))
     }
 

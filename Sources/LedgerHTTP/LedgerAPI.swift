@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import Hummingbird
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
 import Logging

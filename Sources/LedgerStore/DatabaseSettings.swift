@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import NIOSSL
 import PostgresNIO
 

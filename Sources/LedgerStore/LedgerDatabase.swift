@@ -1,17 +1,10 @@
 import Foundation
+import LedgerApplication
 import Logging
 import PostgresNIO
 
-/// Finds the ledger's database (a URL, or the managed local server) and lends out a running client.
+/// Lends out a running client for a database, and creates or drops scratch databases.
 public enum LedgerDatabase {
-    /// `LEDGER_DATABASE_URL` when given, otherwise the managed local server, started if needed.
-    public static func resolve(url: String?, logger: Logger) async throws -> DatabaseSettings {
-        if let url, !url.isEmpty {
-            return try DatabaseSettings(url: url)
-        }
-        return try await LocalPostgres().start(logger: logger)
-    }
-
     /// Runs `body` with a connected client; the client stops when `body` returns.
     public static func withClient<Result: Sendable>(
         _ settings: DatabaseSettings,
@@ -86,7 +79,7 @@ public enum LedgerDatabase {
         }
         do {
             try await body(connection)
-        } catch let error as PSQLError where error.sqlState == "42501" {
+        } catch let error as PSQLError where error.ledgerSQLState == .insufficientPrivilege {
             try? await connection.close()
             throw StoreError.databaseUnavailable(
                 "user '\(settings.username)' may not create or drop databases on \(settings.host):\(settings.port): grant it CREATEDB"
@@ -106,11 +99,11 @@ public enum LedgerDatabase {
             return StoreError.databaseUnavailable(
                 "cannot reach PostgreSQL at \(settings.url()): \(error.underlying.map { "\($0)" } ?? "connection failed"); check that the server runs (ledger db status) or fix LEDGER_DATABASE_URL"
             )
-        case .server where error.sqlState == "28P01" || error.sqlState == "28000":
+        case .server where error.ledgerSQLState == .invalidPassword || error.ledgerSQLState == .invalidAuthorizationSpecification:
             return StoreError.databaseUnavailable(
                 "PostgreSQL at \(settings.host):\(settings.port) refused user '\(settings.username)': wrong password or no access to database '\(settings.database)'"
             )
-        case .server where error.sqlState == "3D000":
+        case .server where error.ledgerSQLState == .invalidCatalogName:
             return StoreError.databaseUnavailable(
                 "database '\(settings.database)' does not exist on \(settings.host):\(settings.port): create it, or fix LEDGER_DATABASE_URL"
             )

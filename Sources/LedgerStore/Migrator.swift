@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerApplication
 import LedgerMigrations
 import Logging
 import PostgresNIO

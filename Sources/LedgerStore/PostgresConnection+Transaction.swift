@@ -5,7 +5,7 @@ extension PostgresConnection {
     /// Runs `body` in one transaction and rethrows its error unchanged.
     ///
     /// postgres-nio's `withTransaction` wraps errors in `PostgresTransactionError`; the store
-    /// branches on `sqlState` (unique violation, serialization failure), so it needs the original.
+    /// branches on the SQLSTATE (unique violation, serialization failure), so it needs the original.
     func transaction<Result: Sendable>(
         logger: Logger,
         _ body: (PostgresConnection) async throws -> Result
@@ -21,9 +21,4 @@ extension PostgresConnection {
         try await query("COMMIT", logger: logger)
         return result
     }
-}
-
-extension PSQLError {
-    /// The server's SQLSTATE, when the server refused the statement.
-    var sqlState: String? { serverInfo?[.sqlState] }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import Logging
 import Metrics
@@ -63,8 +64,8 @@ public struct PostgresEventStore: EventStore {
             do {
                 return try await appendOnce(events, to: stream, expecting: expected, checkDuplicates: checkDuplicates)
             } catch let error as PSQLError {
-                switch (error.sqlState, error.serverInfo?[.constraintName]) {
-                case ("LW001", _):
+                switch (error.ledgerSQLState, error.serverInfo?[.constraintName]) {
+                case (.wrongExpectedVersion, _):
                     if hasKeys && !checkDuplicates {
                         // Perhaps a retried command whose events are already recorded.
                         checkDuplicates = true
@@ -72,20 +73,20 @@ public struct PostgresEventStore: EventStore {
                     }
                     let actual = Int64(error.serverInfo?[.detail] ?? "") ?? -1
                     throw StoreError.wrongExpectedVersion(stream: stream.rawValue, expected: expected.description, actual: actual)
-                case ("23505", "events_stream_version_key"):
+                case (.uniqueViolation, "events_stream_version_key"):
                     // Another writer appended to the stream between our read and our insert.
                     guard expected == .any, attempt < maximumAttempts else {
                         let actual = try await currentVersion(of: stream)
                         throw StoreError.wrongExpectedVersion(stream: stream.rawValue, expected: expected.description, actual: actual)
                     }
                     logger.debug("append raced another writer, retrying", metadata: ["ledger.stream": "\(stream)"])
-                case ("23505", "events_dedup_key_key") where attempt < maximumAttempts:
+                case (.uniqueViolation, "events_dedup_key_key") where attempt < maximumAttempts:
                     // The key is recorded (a concurrent append has committed it, or it was there).
                     checkDuplicates = true
                     logger.debug("append met a recorded deduplication key", metadata: ["ledger.stream": "\(stream)"])
-                case ("23505", "events_event_id_key"):
+                case (.uniqueViolation, "events_event_id_key"):
                     throw StoreError.duplicateEventID(events.map(\.eventID.uuidString).joined(separator: ", "))
-                case ("22P02", _), ("22023", _), ("23514", _):
+                case (.invalidTextRepresentation, _), (.invalidParameterValue, _), (.checkViolation, _):
                     throw StoreError.invalidInput("the event was refused by the database: \(error.serverInfo?[.message] ?? "invalid input")")
                 default:
                     throw error

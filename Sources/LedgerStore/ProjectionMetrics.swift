@@ -11,7 +11,7 @@ struct ProjectionMetrics: Sendable {
     let lag: Gauge
 
     init(_ projection: any UserProjection.Type, database: String) {
-        let dimensions = [("database", database), ("projection", projection.name), ("version", String(projection.version))]
+        let dimensions = [("database", database), ("projection", projection.name.rawValue), ("version", String(projection.version))]
         position = Gauge(label: "ledger_projection_position", dimensions: dimensions)
         lag = Gauge(label: "ledger_projection_lag_events", dimensions: dimensions)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -133,8 +134,8 @@ public struct ProjectionRebuilder: Sendable {
                 throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
             }
         }
-        if event.streamID.hasPrefix("catalog/"), event.type == ProductDefined.typeName.stored {
-            return .catalog(app: String(event.streamID.dropFirst("catalog/".count)), try LedgerJSON.decode(ProductDefined.self, from: event.data))
+        if case .catalog(let app) = StreamID.kind(of: event.streamID), event.type == ProductDefined.typeName.stored {
+            return .catalog(app: app, try LedgerJSON.decode(ProductDefined.self, from: event.data))
         }
         return .other
     }
@@ -164,7 +165,7 @@ public struct ProjectionRebuilder: Sendable {
                     var buffer = ByteBuffer()
                     for (user, state) in fold.users {
                         let catalog = fold.catalogs[user.app] ?? ProductCatalog()
-                        for row in projection.rows(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog) {
+                        for row in projection.columnValues(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog) {
                             buffer.writeString(CopyText.line([user.app, user.user] + row))
                         }
                         if buffer.readableBytes > 1 << 18 {
@@ -190,12 +191,12 @@ public struct ProjectionRebuilder: Sendable {
     /// Applies the events after `position` to `table` in batches, as the runner does, until the
     /// gap-safe head; returns the new position.
     func catchUp(_ projection: any UserProjection.Type, table: String, from position: Int64) async throws -> Int64 {
-        let runner = ProjectionRunner(client: client, listenConfiguration: nil, projections: [projection], logger: logger)
+        let batches = ProjectionBatchWriter(client: client, logger: logger)
         var position = position
         while true {
             let events = try await store.readAll(after: position, stream: nil, limit: 1_000)
             guard let last = events.last else { return position }
-            try await runner.applyRows(events, to: projection, table: table)
+            try await batches.applyRows(events, to: projection, table: table)
             position = last.position
         }
     }
@@ -219,7 +220,7 @@ public struct ProjectionRebuilder: Sendable {
             do {
                 let differences = try await difference(projection, rebuilt: table, rebuiltAt: position, live: live)
                 try await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
-                return Report(projection: projection.name, version: projection.version, position: differences.position,
+                return Report(projection: projection.name.rawValue, version: projection.version, position: differences.position,
                               events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
                               liveVersion: live?.version)
             } catch {
@@ -230,7 +231,7 @@ public struct ProjectionRebuilder: Sendable {
         var (position, events) = try await build(projection, into: table, progress: progress)
         position = try await catchUp(projection, table: table, from: position)
         position = try await switchOver(projection, rebuilt: table, at: position)
-        return Report(projection: projection.name, version: projection.version, position: position, events: events,
+        return Report(projection: projection.name.rawValue, version: projection.version, position: position, events: events,
                       seconds: Self.seconds(.now - started), differences: nil, liveVersion: projection.version)
     }
 
@@ -254,7 +255,7 @@ public struct ProjectionRebuilder: Sendable {
             let table = "\(projection.tableName)_rebuild"
             var position = try await catchUp(projection, table: table, from: fold.position)
             position = try await switchOver(projection, rebuilt: table, at: position)
-            reports.append(Report(projection: projection.name, version: projection.version, position: position, events: fold.events,
+            reports.append(Report(projection: projection.name.rawValue, version: projection.version, position: position, events: fold.events,
                                   seconds: Self.seconds(.now - started), differences: nil, liveVersion: projection.version))
         }
         return reports
@@ -273,7 +274,7 @@ public struct ProjectionRebuilder: Sendable {
         ).collect()
         guard let row = rows.first else { return nil }
         let (version, position) = try row.decode((Int, Int64).self)
-        return LiveVersion(version: version, position: position, table: "\(projection.name)_v\(version)")
+        return LiveVersion(version: version, position: position, table: "\(projection.name.rawValue)_v\(version)")
     }
 
     /// Makes the rebuilt table the live one, with its checkpoint, in one transaction.
@@ -293,9 +294,9 @@ public struct ProjectionRebuilder: Sendable {
                     )
                 }
                 // The view depends on the tables: it goes first and comes back on the rebuilt one.
-                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
+                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
                 for version in Set(live + [projection.version]) {
-                    try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name)_v\(unescaped: String(version))", logger: logger)
+                    try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger)
                 }
                 try await connection.query(
                     "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
@@ -356,12 +357,12 @@ public struct ProjectionRebuilder: Sendable {
     }
 
     private func catchUp(_ projection: any UserProjection.Type, table: String, upTo target: Int64, from position: Int64) async throws -> Int64 {
-        let runner = ProjectionRunner(client: client, listenConfiguration: nil, projections: [projection], logger: logger)
+        let batches = ProjectionBatchWriter(client: client, logger: logger)
         var position = position
         while position < target {
             let events = try await store.readAll(after: position, stream: nil, limit: 1_000).filter { $0.position <= target }
             guard let last = events.last else { break }
-            try await runner.applyRows(events, to: projection, table: table)
+            try await batches.applyRows(events, to: projection, table: table)
             position = last.position
         }
         // Nothing committed between here and the target: the rows are those of the target.
@@ -410,7 +411,7 @@ public struct ProjectionRebuilder: Sendable {
         return row
     }
 
-    static func seconds(_ duration: Duration) -> Double {
+    public static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

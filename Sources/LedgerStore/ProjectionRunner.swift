@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -18,6 +19,7 @@ import ServiceLifecycle
 public struct ProjectionRunner: Service {
     let client: PostgresClient
     let store: PostgresEventStore
+    let batches: ProjectionBatchWriter
     let listenConfiguration: PostgresConnection.Configuration?
     let projections: [any UserProjection.Type]
     let batchSize: Int
@@ -38,6 +40,7 @@ public struct ProjectionRunner: Service {
         self.metricsDatabase = metricsDatabase ?? listenConfiguration?.database ?? "ledger"
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
+        self.batches = ProjectionBatchWriter(client: client, logger: logger)
         self.listenConfiguration = listenConfiguration
         self.projections = projections
         self.batchSize = batchSize
@@ -172,15 +175,9 @@ public struct ProjectionRunner: Service {
     /// batch's last position.
     func apply(_ events: [RecordedEvent], to projection: any UserProjection.Type, after checkpoint: Int64) async throws -> Int64 {
         guard let last = events.last?.position else { return checkpoint }
-        let rows = try await rows(for: events, projection, upTo: last)
-        try await write(rows, to: projection, table: projection.tableName, checkpoint: (checkpoint, last))
+        let rows = try await batches.rows(for: events, projection, upTo: last)
+        try await batches.write(rows, to: projection, table: projection.tableName, checkpoint: (checkpoint, last))
         return last
-    }
-
-    /// Applies events to any table of the projection's shape, without a checkpoint (rebuilds).
-    func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String) async throws {
-        guard let last = events.last?.position else { return }
-        try await write(try await rows(for: events, projection, upTo: last), to: projection, table: table, checkpoint: nil)
     }
 
     /// Brings a live version forward from `position` to at least `target`, with checkpoints.
@@ -193,130 +190,15 @@ public struct ProjectionRunner: Service {
         }
     }
 
-    /// The rows of every user the batch touched, folded up to `last`. A catalog change touches
-    /// every user of its app, so classifications and durations follow the catalog everywhere.
-    private func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
-        var users: [UserKey] = []
-        var seen = Set<UserKey>()
-        for event in events {
-            if event.streamID.hasPrefix("catalog/") {
-                let app = String(event.streamID.dropFirst("catalog/".count))
-                for user in try await self.users(of: app, upTo: last) where seen.insert(user).inserted { users.append(user) }
-                continue
-            }
-            guard let user = UserKey(streamID: event.streamID) else { continue }
-            // Every user event must be one this code understands: stop rather than skip.
-            do {
-                _ = try UserEvent(type: event.type, data: event.data)
-            } catch {
-                throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
-            }
-            if seen.insert(user).inserted { users.append(user) }
-        }
-        var rows: [(UserKey, [[String?]])] = []
-        var catalogs: [String: ProductCatalog] = [:]
-        let handler = UserCommandHandler(store: store, logger: logger)
-        for user in users {
-            let catalog: ProductCatalog
-            if let known = catalogs[user.app] {
-                catalog = known
-            } else {
-                catalog = try await handler.loadCatalog(app: user.app, upToPosition: last)
-                catalogs[user.app] = catalog
-            }
-            let state: UserLedger
-            do {
-                state = try await handler.state(app: user.app, user: user.user, upToPosition: last)
-            } catch let error as UnknownEventType {
-                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
-            } catch let error as DecodingError {
-                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
-            }
-            rows.append((user, projection.rows(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog)))
-        }
-        return rows
-    }
-
-    /// Every user of an app with an event at or before `position`.
-    private func users(of app: String, upTo position: Int64) async throws -> [UserKey] {
-        let rows = try await client.query(
-            """
-            SELECT DISTINCT stream_id FROM ledger.events
-            WHERE starts_with(stream_id, \("user/\(app)/")) AND "position" <= \(position)
-            """,
-            logger: logger
-        )
-        var users: [UserKey] = []
-        for try await stream in rows.decode(String.self) {
-            if let user = UserKey(streamID: stream) { users.append(user) }
-        }
-        return users
-    }
-
-    private func write(
-        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
-        checkpoint: (from: Int64, to: Int64)?
-    ) async throws {
-        let table = "ledger.\(name)"
-        try await client.withConnection { connection in
-            try await connection.transaction(logger: logger) { connection in
-                if !rows.isEmpty {
-                    try await connection.query(
-                        """
-                        DELETE FROM \(unescaped: table) t USING unnest(\(rows.map(\.0.app)), \(rows.map(\.0.user))) AS u(app, user_id)
-                        WHERE t.app = u.app AND t.user_id = u.user_id
-                        """,
-                        logger: logger
-                    )
-                    let lines = rows.flatMap { user, userRows in
-                        userRows.map { CopyText.line([user.app, user.user] + $0) }
-                    }
-                    if !lines.isEmpty {
-                        // copyFrom quotes the table name as one identifier, so no schema prefix:
-                        // the schema comes from search_path, for this transaction only.
-                        try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-                        try await connection.copyFrom(
-                            table: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
-                        ) { writer in
-                            var buffer = ByteBuffer()
-                            for line in lines {
-                                buffer.writeString(line)
-                                if buffer.readableBytes > 1 << 16 {
-                                    try await writer.write(buffer)
-                                    buffer.clear()
-                                }
-                            }
-                            if buffer.readableBytes > 0 { try await writer.write(buffer) }
-                        }
-                    }
-                }
-                // Only from the checkpoint this runner read: a second runner cannot apply twice.
-                guard let checkpoint else { return }
-                let moved = try await connection.query(
-                    """
-                    UPDATE ledger.projections SET position = \(checkpoint.to), updated_at = now()
-                    WHERE name = \(projection.name) AND version = \(projection.version) AND position = \(checkpoint.from)
-                    RETURNING 1
-                    """,
-                    logger: logger
-                ).collect()
-                guard !moved.isEmpty else {
-                    // Another runner applied this batch first: roll back, re-read the checkpoint, go on.
-                    throw CheckpointMoved(projection: projection.tableName)
-                }
-            }
-        }
-    }
-
     // MARK: Tables
 
     /// Points the projection's view (`ledger.<name>`, what readers query) at this version's table.
     /// Dropped and created rather than replaced: another version may add, remove or reorder
     /// columns, which CREATE OR REPLACE VIEW refuses. Run inside the switch's transaction.
     static func pointView(of projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name)", logger: logger)
+        try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
         try await connection.query(
-            "CREATE VIEW ledger.\(unescaped: projection.name) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
+            "CREATE VIEW ledger.\(unescaped: projection.name.rawValue) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
             logger: logger
         )
     }
@@ -361,7 +243,7 @@ public struct ProjectionRunner: Service {
                 for row in retired {
                     let version = try row.decode(Int.self)
                     try await connection.query(
-                        "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name)_v\(unescaped: String(version))", logger: logger
+                        "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger
                     )
                 }
                 logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
@@ -391,39 +273,4 @@ struct ProjectionFailure: Error, CustomStringConvertible {
 struct CheckpointMoved: Error, CustomStringConvertible {
     let projection: String
     var description: String { "another runner moved the checkpoint of \(projection); continuing from its position" }
-}
-
-/// The app and user of a `user/<bundle id>/<user id>` stream.
-struct UserKey: Hashable, Sendable {
-    let app: String
-    let user: String
-
-    init?(streamID: String) {
-        guard streamID.hasPrefix("user/") else { return nil }
-        let rest = streamID.dropFirst(5)
-        guard let slash = rest.firstIndex(of: "/") else { return nil }
-        app = String(rest[..<slash])
-        user = String(rest[rest.index(after: slash)...])
-        guard !app.isEmpty, !user.isEmpty else { return nil }
-    }
-}
-
-/// PostgreSQL COPY text format.
-enum CopyText {
-    static func line(_ values: [String?]) -> String {
-        values.map { value in
-            guard let value else { return "\\N" }
-            var escaped = ""
-            for character in value.unicodeScalars {
-                switch character {
-                case "\\": escaped += "\\\\"
-                case "\t": escaped += "\\t"
-                case "\n": escaped += "\\n"
-                case "\r": escaped += "\\r"
-                default: escaped.unicodeScalars.append(character)
-                }
-            }
-            return escaped
-        }.joined(separator: "\t") + "\n"
-    }
 }

@@ -1,4 +1,5 @@
 import AppStore
+import AppStoreSimulator
 import ArgumentParser
 import Foundation
 import LedgerDomain

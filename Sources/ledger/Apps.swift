@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerStore
+import LocalPostgres
 
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

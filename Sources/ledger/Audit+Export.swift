@@ -1,7 +1,10 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDomain
+import LedgerProjections
 import LedgerStore
+import LocalPostgres
 import Logging
 import PostgresNIO
 

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import LocalPostgres
 
 extension Audit {
     struct Summary: AsyncParsableCommand {

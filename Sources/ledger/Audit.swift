@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import LocalPostgres
 
 struct Audit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

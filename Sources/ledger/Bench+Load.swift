@@ -1,9 +1,13 @@
 import AppStore
+import AppStoreSimulator
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import LedgerApplication
+import LedgerBenchmarks
 import LedgerDomain
 import LedgerStore
+import LocalPostgres
 import Logging
 import ServiceLifecycle
 import UnixSignals

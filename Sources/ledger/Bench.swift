@@ -1,7 +1,10 @@
 import AppStore
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerBenchmarks
 import LedgerStore
+import LocalPostgres
 import Logging
 
 struct Bench: AsyncParsableCommand {

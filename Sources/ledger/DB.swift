@@ -1,5 +1,7 @@
 import ArgumentParser
+import LedgerApplication
 import LedgerStore
+import LocalPostgres
 
 struct DB: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

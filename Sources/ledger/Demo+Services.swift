@@ -1,8 +1,11 @@
 import AppStore
+import AppStoreSimulator
 import Foundation
+import LedgerApplication
 import LedgerDemo
 import LedgerHTTP
 import LedgerStore
+import LocalPostgres
 import Logging
 import ServiceLifecycle
 

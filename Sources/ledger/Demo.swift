@@ -1,9 +1,12 @@
 import AppStore
+import AppStoreSimulator
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDemo
 import LedgerDomain
 import LedgerStore
+import LocalPostgres
 import Logging
 import ServiceLifecycle
 import UnixSignals

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerStore
+import LocalPostgres
 import Logging
 
 /// Options every command that talks to the database shares.

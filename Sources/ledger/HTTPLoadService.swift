@@ -1,5 +1,10 @@
+import AppStore
+import AppStoreSimulator
 import Foundation
+import LedgerBenchmarks
+import LedgerApplication
 import LedgerDemo
+import LedgerDomain
 import LedgerStore
 import Logging
 import NIOHTTP1

@@ -1,4 +1,5 @@
 import ArgumentParser
+import LedgerBenchmarks
 import PostgresNIO
 
 @main

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import LocalPostgres
 import Logging
 
 struct Log: AsyncParsableCommand {

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerProjections
 import LedgerStore
+import LocalPostgres
 
 struct ProjectionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,7 +20,7 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 rebuilt rows are compared with the live ones at the same log position, and every added, removed
                 or changed row is listed with its values before and after. Use it after fixing a projection (and
                 bumping its version) to see exactly whose state changes.
-                Projections: \(Projections.all.map { $0.name }.joined(separator: ", ")).
+                Projections: \(Projections.all.map { $0.name.rawValue }.joined(separator: ", ")).
                 """
         )
 
@@ -42,17 +44,17 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
         func validate() throws {
             guard (name != nil) != all else {
-                throw ValidationError("name one projection or give --all (projections: \(Projections.all.map { $0.name }.joined(separator: ", ")))")
+                throw ValidationError("name one projection or give --all (projections: \(Projections.all.map { $0.name.rawValue }.joined(separator: ", ")))")
             }
-            if let name, !Projections.all.contains(where: { $0.name == name }) {
-                throw ValidationError("there is no projection '\(name)'; there are: \(Projections.all.map { $0.name }.joined(separator: ", "))")
+            if let name, !Projections.all.contains(where: { $0.name.rawValue == name }) {
+                throw ValidationError("there is no projection '\(name)'; there are: \(Projections.all.map { $0.name.rawValue }.joined(separator: ", "))")
             }
         }
 
         func run() async throws {
             let logger = try options.makeLogger()
             let settings = try await options.databaseSettings(logger: logger)
-            let chosen = Projections.all.filter { all || $0.name == name }
+            let chosen = Projections.all.filter { all || $0.name.rawValue == name }
             let terminal = Output.errorIsTerminal
             let labels = chosen.map(Self.label)
             let dryRun = dryRun

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
 import LedgerStore
+import LocalPostgres
 
 struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -53,13 +55,13 @@ struct Query: AsyncParsableCommand {
             let instant = at.flatMap(LedgerJSON.parseTimestamp) ?? asOf ?? Date()
             let (app, user, atPosition) = (app, user, atPosition)
             let (state, catalog) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger)
+                let reader = UserStreamReader(store: PostgresEventStore(client: client, logger: logger))
                 if let asOf {
-                    return try await handler.asOf(app: app, user: user, recordedBy: asOf)
+                    return try await reader.asOf(app: app, user: user, recordedBy: asOf)
                 }
                 let position = atPosition ?? .max
-                return (try await handler.state(app: app, user: user, upToPosition: position),
-                        try await handler.loadCatalog(app: app, upToPosition: position))
+                return (try await reader.state(app: app, user: user, upToPosition: position),
+                        try await reader.catalog(app: app, upToPosition: position))
             }
             guard state.version > 0 else {
                 let when = asOf.map { " by \(LedgerJSON.formatTimestamp($0))" } ?? atPosition.map { " up to position \($0)" } ?? ""
@@ -92,7 +94,8 @@ struct Query: AsyncParsableCommand {
 
         func run() async throws {
             let (state, catalog, instant) = try await target.load(options)
-            try Query.print(EntitlementsBody(userId: target.user, state: state, catalog: catalog, position: state.lastPosition, at: instant))
+            try Query.print(EntitlementsBody(userId: target.user, position: state.lastPosition,
+                                             state.entitlements(catalog: catalog, at: instant)))
         }
     }
 
@@ -102,16 +105,10 @@ struct Query: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            let (state, _, _) = try await target.load(options)
+            let (state, catalog, _) = try await target.load(options)
             struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int }
-            var products = Set(state.consumed.keys)
-            for transaction in state.transactionsInOrder where transaction.kind == .purchase && transaction.productType == .consumable {
-                products.insert(transaction.productId)
-            }
-            try Query.print(products.sorted().map { product in
-                let balance = state.balance(of: product)
-                let consumed = state.consumed[product, default: 0]
-                return Balance(productId: product, purchased: balance + consumed, consumed: consumed, balance: balance)
+            try Query.print(state.consumableBalances(catalog: catalog).map {
+                Balance(productId: $0.productId, purchased: $0.purchased, consumed: $0.consumed, balance: $0.balance)
             })
         }
     }
@@ -124,10 +121,8 @@ struct Query: AsyncParsableCommand {
         func run() async throws {
             let (state, catalog, instant) = try await target.load(options)
             struct Period: Encodable { let kind, productId, group, transactionId: String; let start, end: Date; let active: Bool }
-            let kinds = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog).map { ("non_renewing", $0) }
-                + UserDecisions.autoRenewablePeriods(of: state, catalog: catalog).map { ("auto_renewable", $0) }
-            let periods = kinds.map { kind, period in
-                Period(kind: kind, productId: period.productId, group: period.group, transactionId: period.transactionId,
+            let periods = state.subscriptionPeriods(catalog: catalog).map { period in
+                Period(kind: period.kind.rawValue, productId: period.productId, group: period.group, transactionId: period.transactionId,
                        start: period.start, end: period.end, active: period.isActive(at: instant))
             }
             try Query.print(periods)

@@ -1,9 +1,11 @@
 import AppStore
-import AsyncHTTPClient
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
+import LedgerApplication
 import LedgerHTTP
 import LedgerStore
+import LocalPostgres
 import Logging
 import PostgresNIO
 import ServiceLifecycle

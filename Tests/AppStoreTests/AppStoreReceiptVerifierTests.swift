@@ -1,6 +1,7 @@
 @testable import AppStore
 import Foundation
 import LedgerDomain
+import LedgerTesting
 import Testing
 
 /// Every status path of the client, over real HTTP against a local server answering canned bodies.

@@ -42,26 +42,26 @@ struct DeduplicationKeyTests {
     @Test("an App Store transaction's key names app, environment, kind and transaction")
     func appStoreKey() throws {
         let key = try DeduplicationKey.appStoreTransaction(
-            app: "com.example.app", environment: "production", kind: "payment", transactionID: "1000000012345"
+            app: "com.example.app", environment: .production, kind: .payment, transactionID: "1000000012345"
         )
         #expect(key.rawValue == "appstore/com.example.app/production/payment/1000000012345")
     }
 
     @Test("the same transaction in another environment or kind is another key")
     func distinctKeys() throws {
-        let production = try DeduplicationKey.appStoreTransaction(app: "a", environment: "production", kind: "payment", transactionID: "1")
-        let sandbox = try DeduplicationKey.appStoreTransaction(app: "a", environment: "sandbox", kind: "payment", transactionID: "1")
-        let restore = try DeduplicationKey.appStoreTransaction(app: "a", environment: "production", kind: "restore", transactionID: "1")
+        let production = try DeduplicationKey.appStoreTransaction(app: "a", environment: .production, kind: .payment, transactionID: "1")
+        let sandbox = try DeduplicationKey.appStoreTransaction(app: "a", environment: .sandbox, kind: .payment, transactionID: "1")
+        let restore = try DeduplicationKey.appStoreTransaction(app: "a", environment: .production, kind: .restore, transactionID: "1")
         #expect(Set([production, sandbox, restore]).count == 3)
     }
 
     @Test("parts that are empty or contain '/' are refused, so keys cannot collide")
     func ambiguousParts() {
         #expect(throws: LedgerInputError.self) {
-            try DeduplicationKey.appStoreTransaction(app: "a/b", environment: "production", kind: "payment", transactionID: "1")
+            try DeduplicationKey.appStoreTransaction(app: "a/b", environment: .production, kind: .payment, transactionID: "1")
         }
         #expect(throws: LedgerInputError.self) {
-            try DeduplicationKey.appStoreTransaction(app: "a", environment: "", kind: "payment", transactionID: "1")
+            try DeduplicationKey.appStoreTransaction(app: "a", environment: .production, kind: .payment, transactionID: "")
         }
         #expect(throws: LedgerInputError.self) { try DeduplicationKey(rawValue: "line\nbreak") }
     }

@@ -87,7 +87,7 @@ struct RecordReceiptTests {
         #expect(types(again.events) == ["DeviceRegistered", "PurchaseRestored"])
         guard case .purchaseRestored(let restored) = again.events[1].event else { return }
         #expect(restored.originalTransactionId == "1")
-        let entitlements = Entitlements(of: stream.state, catalog: catalog, at: utc("2025-03-01T00:00:00.000Z"))
+        let entitlements = stream.state.entitlements(catalog: catalog, at: utc("2025-03-01T00:00:00.000Z"))
         #expect(entitlements.owned.map(\.productId) == ["levels"])
         #expect(entitlements.owned.count == 1)
     }
@@ -99,14 +99,14 @@ struct RecordReceiptTests {
             transaction("10", "pro", date: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z"),
             transaction("11", "pro", kind: .renewal, original: "10", date: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z"),
         ])
-        let active = Entitlements(of: stream.state, catalog: catalog, at: utc("2025-02-15T00:00:00.000Z"))
-        #expect(active.autoRenewables.first?.isActive == true)
-        #expect(active.autoRenewables.first?.expiresDate == utc("2025-03-01T00:00:00.000Z"))
-        #expect(Entitlements(of: stream.state, catalog: catalog, at: utc("2025-03-01T00:00:00.000Z")).autoRenewables.first?.isActive == false)
+        let active = stream.state.entitlements(catalog: catalog, at: utc("2025-02-15T00:00:00.000Z"))
+        #expect(active.subscriptions.first?.isActive == true)
+        #expect(active.subscriptions.first?.expiresAt == utc("2025-03-01T00:00:00.000Z"))
+        #expect(stream.state.entitlements(catalog: catalog, at: utc("2025-03-01T00:00:00.000Z")).subscriptions.first?.isActive == false)
 
         stream.append(try UserDecisions.revoke(transactionId: "11", revokedAt: utc("2025-02-10T00:00:00.000Z"), reason: "refund", on: stream.state))
-        let afterRefund = Entitlements(of: stream.state, catalog: catalog, at: utc("2025-02-15T00:00:00.000Z"))
-        #expect(afterRefund.autoRenewables.first?.isActive == false, "the refunded renewal's period is taken back")
+        let afterRefund = stream.state.entitlements(catalog: catalog, at: utc("2025-02-15T00:00:00.000Z"))
+        #expect(afterRefund.subscriptions.first?.isActive == false, "the refunded renewal's period is taken back")
     }
 
     @Test("a refunded transaction in the receipt is recorded and revoked; a later refund of a known one is revoked")
@@ -121,7 +121,7 @@ struct RecordReceiptTests {
         let refunded = try stream.receipt([transaction("2", "levels", cancelled: "2025-01-03T00:00:00.000Z")])
         #expect(types(refunded.events) == ["PurchaseRevoked"])
         #expect(refunded.duplicates == ["2"])
-        #expect(Entitlements(of: stream.state, catalog: catalog, at: utc("2025-02-01T00:00:00.000Z")).owned.isEmpty)
+        #expect(stream.state.entitlements(catalog: catalog, at: utc("2025-02-01T00:00:00.000Z")).owned.isEmpty)
         #expect(try stream.receipt([transaction("2", "levels", cancelled: "2025-01-03T00:00:00.000Z")]).events.isEmpty)
     }
 

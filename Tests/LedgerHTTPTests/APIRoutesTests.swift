@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerHTTP
+import LedgerTesting
 import Testing
 
 @Suite struct APIRoutesTests {

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import LedgerDomain
 import LedgerHTTP
 import Logging
+import LedgerTesting
 import Testing
 
 @Suite("App Store metrics")

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import LedgerHTTP
+import LedgerTesting
 import Testing
 
 @Suite("HTTP request metrics")

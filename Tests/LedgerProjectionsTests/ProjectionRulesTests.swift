@@ -40,7 +40,7 @@ struct History {
     }
 
     func rows(_ projection: any UserProjection.Type) -> [[String?]] {
-        projection.rows(app: "app", user: "u", state: state, catalog: catalog)
+        projection.columnValues(app: "app", user: "u", state: state, catalog: catalog)
     }
 }
 

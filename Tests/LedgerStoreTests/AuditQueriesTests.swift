@@ -1,7 +1,8 @@
-import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
+import LedgerTesting
 @testable import LedgerStore
 import PostgresNIO
 import Testing
@@ -325,12 +326,12 @@ enum AuditTrailVersion1: UserProjection {
     static let columns = AuditTrailProjection.columns.filter { $0.name != "occurred_at" }
     static let keyColumns = AuditTrailProjection.keyColumns
 
-    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [TextRow] {
         let occurred = AuditTrailProjection.columns.firstIndex { $0.name == "occurred_at" }!
-        return AuditTrailProjection.rows(app: app, user: user, state: state, catalog: catalog).map { row in
+        return AuditTrailProjection.columnValues(app: app, user: user, state: state, catalog: catalog).map { row in
             var row = row
             row.remove(at: occurred)
-            return row
+            return TextRow(columnValues: row)
         }
     }
 }

@@ -1,4 +1,5 @@
 @testable import LedgerStore
+import LedgerApplication
 import LedgerTesting
 import PostgresNIO
 import Testing

@@ -1,6 +1,7 @@
-import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
+import LedgerTesting
 @testable import LedgerStore
 import PostgresNIO
 import Testing

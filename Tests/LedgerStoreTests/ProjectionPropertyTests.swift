@@ -1,7 +1,8 @@
-import LedgerTesting
 import Foundation
+import LedgerBenchmarks
 import LedgerDomain
 import LedgerProjections
+import LedgerTesting
 @testable import LedgerStore
 import PostgresNIO
 import Testing
@@ -32,10 +33,10 @@ struct ProjectionPropertyTests {
                                         batchSize: 50, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntilCaughtUp(last, client, head: head))
             // Re-running the last batch (as after a crash between the work and the reply) changes nothing.
-            let runner = ProjectionRunner(client: client, listenConfiguration: nil, logger: TestDatabase.logger)
+            let batches = ProjectionBatchWriter(client: client, logger: TestDatabase.logger)
             let lastBatch = try await store.readAll(after: max(0, head - 25), stream: nil, limit: 25)
             for projection in Projections.all {
-                try await runner.applyRows(lastBatch, to: projection, table: projection.tableName)
+                try await batches.applyRows(lastBatch, to: projection, table: projection.tableName)
             }
             let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
             for projection in Projections.all {

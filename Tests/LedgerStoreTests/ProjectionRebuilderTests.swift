@@ -1,5 +1,6 @@
 import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 @testable import LedgerStore
@@ -8,26 +9,26 @@ import Testing
 
 /// A balance projection with a bug: it ignores revocations.
 enum BuggyBalances: UserProjection {
-    static let name = "test_balances"
+    static let name: ProjectionName = "test_balances"
     static let version = 1
     static let columns = [ProjectionColumn("product_id", "text NOT NULL", "product"), ProjectionColumn("balance", "bigint NOT NULL", "units")]
     static let keyColumns = ["product_id"]
 
-    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [TextRow] {
         let purchased = state.transactionsInOrder.filter { $0.productId == "coins" && $0.kind == .purchase }.reduce(0) { $0 + $1.quantity }
-        return purchased == 0 ? [] : [["coins", String(purchased - state.consumed["coins", default: 0])]]
+        return purchased == 0 ? [] : [TextRow(columnValues: ["coins", String(purchased - state.consumed["coins", default: 0])])]
     }
 }
 
 /// The fix, as a new version.
 enum FixedBalances: UserProjection {
-    static let name = "test_balances"
+    static let name: ProjectionName = "test_balances"
     static let version = 2
     static let columns = BuggyBalances.columns
     static let keyColumns = BuggyBalances.keyColumns
 
-    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [[String?]] {
-        state.transactionsInOrder.contains { $0.productId == "coins" } ? [["coins", String(state.balance(of: "coins"))]] : []
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [TextRow] {
+        state.transactionsInOrder.contains { $0.productId == "coins" } ? [TextRow(columnValues: ["coins", String(state.balance(of: "coins"))])] : []
     }
 }
 

@@ -1,7 +1,8 @@
-import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
+import LedgerTesting
 @testable import LedgerStore
 import PostgresNIO
 import Testing
@@ -45,11 +46,11 @@ struct ProjectionRunnerTests {
 
     /// The rows a rebuild from scratch gives, straight from the pure projection.
     static func expectedRows(_ projection: any UserProjection.Type, _ handler: UserCommandHandler<PostgresEventStore>, users: Int) async throws -> Set<[String?]> {
-        let catalog = try await handler.loadCatalog(app: app)
+        let catalog = try await handler.reader.catalog(app: app)
         var rows = Set<[String?]>()
         for index in 0..<users {
-            let state = try await handler.state(app: app, user: "u\(index)")
-            for row in projection.rows(app: app, user: "u\(index)", state: state, catalog: catalog) {
+            let state = try await handler.reader.state(app: app, user: "u\(index)")
+            for row in projection.columnValues(app: app, user: "u\(index)", state: state, catalog: catalog) {
                 rows.insert([app, "u\(index)"] + row)
             }
         }
@@ -63,7 +64,7 @@ struct ProjectionRunnerTests {
                 ? "to_char(\(name) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
                 : "\(name)::text"
         }.joined(separator: ", ")
-        let table = view ? projection.name : projection.tableName
+        let table = view ? projection.name.rawValue : projection.tableName
         let rows = try await client.query(
             PostgresQuery(unsafeSQL: "SELECT array_to_string(array[\(select)], E'\\x1f', '<NULL>') FROM ledger.\(table)"),
             logger: TestDatabase.logger

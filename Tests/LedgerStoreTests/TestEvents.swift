@@ -1,4 +1,5 @@
 import LedgerDomain
+import LedgerProjections
 import LedgerStore
 import LedgerTesting
 
@@ -10,8 +11,13 @@ extension NewEvent {
             data: #"{"transactionId":"\#(transactionID)","productId":"coins.100","quantity":1}"#,
             metadata: #"{"requestId":"test"}"#,
             deduplicationKey: deduplicate
-                ? .appStoreTransaction(app: app, environment: "sandbox", kind: "payment", transactionID: transactionID)
+                ? .appStoreTransaction(app: app, environment: .sandbox, kind: .payment, transactionID: transactionID)
                 : nil
         )
     }
+}
+
+/// A row of a projection written for a test, as the text its columns hold.
+struct TextRow: ProjectionRow {
+    let columnValues: [String?]
 }

@@ -1,6 +1,7 @@
-import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
+import LedgerTesting
 @testable import LedgerStore
 import PostgresNIO
 import Testing
@@ -58,7 +59,7 @@ struct UserCommandHandlerTests {
                 #expect((error as? DecisionError)?.code == .insufficientBalance)
                 #expect((error as? DecisionError)?.balance == 0)
             }
-            let state = try await handler.state(app: Self.app, user: "u1")
+            let state = try await handler.reader.state(app: Self.app, user: "u1")
             #expect(state.balance(of: "coins") == 0)
         }
     }
@@ -76,7 +77,7 @@ struct UserCommandHandlerTests {
             let events = try await PostgresEventStore(client: client, logger: TestDatabase.logger)
                 .readStream(StreamID.user(app: Self.app, user: "u2"), fromVersion: 1, limit: 100)
             #expect(events.map(\.type) == ["DeviceRegistered.v1", "PurchaseRecorded.v1"])
-            #expect(try await handler.state(app: Self.app, user: "u2").balance(of: "coins") == 5)
+            #expect(try await handler.reader.state(app: Self.app, user: "u2").balance(of: "coins") == 5)
         }
     }
 
@@ -91,7 +92,7 @@ struct UserCommandHandlerTests {
             #expect(error.code == .ownedByAnotherUser)
             #expect(error.position == first.append?.position)
             #expect(!error.message.contains("alice"))
-            #expect(try await handler.state(app: Self.app, user: "mallory").version == 0)
+            #expect(try await handler.reader.state(app: Self.app, user: "mallory").version == 0)
         }
     }
 
@@ -110,8 +111,8 @@ struct UserCommandHandlerTests {
             #expect(outcome.state.transactions["900"]?.productType == .unknown)
             let before = try #require(outcome.append?.position)
             try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app)
-            #expect(try await handler.loadCatalog(app: Self.app, upToPosition: before).type(of: "gems") == .unknown)
-            #expect(try await handler.loadCatalog(app: Self.app).type(of: "gems") == .consumable)
+            #expect(try await handler.reader.catalog(app: Self.app, upToPosition: before).type(of: "gems") == .unknown)
+            #expect(try await handler.reader.catalog(app: Self.app).type(of: "gems") == .consumable)
             // Defining it again unchanged records nothing.
             #expect(try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app) == nil)
         }
@@ -129,11 +130,11 @@ struct UserCommandHandlerTests {
                 .readStream(StreamID.user(app: Self.app, user: "u4"), fromVersion: 1, limit: 10)
             let boughtAt = try #require(events.first { $0.type == "PurchaseRecorded.v1" }).recordedAt
 
-            #expect(try await handler.state(app: Self.app, user: "u4", upToPosition: try #require(bought.append?.position)).balance(of: "coins") == 4)
-            #expect(try await handler.state(app: Self.app, user: "u4", upToPosition: try #require(consumed.append?.position)).balance(of: "coins") == 1)
-            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: boughtAt).0.balance(of: "coins") == 4)
-            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: boughtAt.addingTimeInterval(-60)).0.version == 0)
-            #expect(try await handler.asOf(app: Self.app, user: "u4", recordedBy: Date()).0.balance(of: "coins") == 1)
+            #expect(try await handler.reader.state(app: Self.app, user: "u4", upToPosition: try #require(bought.append?.position)).balance(of: "coins") == 4)
+            #expect(try await handler.reader.state(app: Self.app, user: "u4", upToPosition: try #require(consumed.append?.position)).balance(of: "coins") == 1)
+            #expect(try await handler.reader.asOf(app: Self.app, user: "u4", recordedBy: boughtAt).0.balance(of: "coins") == 4)
+            #expect(try await handler.reader.asOf(app: Self.app, user: "u4", recordedBy: boughtAt.addingTimeInterval(-60)).0.version == 0)
+            #expect(try await handler.reader.asOf(app: Self.app, user: "u4", recordedBy: Date()).0.balance(of: "coins") == 1)
         }
     }
 }

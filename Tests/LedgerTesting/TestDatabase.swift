@@ -1,5 +1,6 @@
 import Foundation
 import LedgerStore
+import LocalPostgres
 import Logging
 import PostgresNIO
 

@@ -191,20 +191,45 @@ public enum UserEvent: Hashable, Sendable {
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
-        switch type {
-        case DeviceRegistered.typeName.stored: self = .deviceRegistered(try LedgerJSON.decode(DeviceRegistered.self, from: data))
-        case PurchaseRecorded.typeName.stored: self = .purchaseRecorded(try LedgerJSON.decode(PurchaseRecorded.self, from: data))
-        case SubscriptionRenewed.typeName.stored: self = .subscriptionRenewed(try LedgerJSON.decode(SubscriptionRenewed.self, from: data))
-        case PurchaseRestored.typeName.stored: self = .purchaseRestored(try LedgerJSON.decode(PurchaseRestored.self, from: data))
-        case TransactionFinished.typeName.stored: self = .transactionFinished(try LedgerJSON.decode(TransactionFinished.self, from: data))
-        case PurchaseFailed.typeName.stored: self = .purchaseFailed(try LedgerJSON.decode(PurchaseFailed.self, from: data))
-        case PurchaseRevoked.typeName.stored: self = .purchaseRevoked(try LedgerJSON.decode(PurchaseRevoked.self, from: data))
-        case ItemConsumed.typeName.stored: self = .itemConsumed(try LedgerJSON.decode(ItemConsumed.self, from: data))
-        case SubscriptionRestoredToDevice.typeName.stored:
-            self = .subscriptionRestoredToDevice(try LedgerJSON.decode(SubscriptionRestoredToDevice.self, from: data))
-        default:
-            throw UnknownEventType(type: type)
+        guard let decode = Self.decoders[type] else { throw UnknownEventType(type: type) }
+        self = try decode(data)
+    }
+
+    /// The payload, to store or to encode.
+    public var payload: any LedgerEvent {
+        switch self {
+        case .deviceRegistered(let event): event
+        case .purchaseRecorded(let event): event
+        case .subscriptionRenewed(let event): event
+        case .purchaseRestored(let event): event
+        case .transactionFinished(let event): event
+        case .purchaseFailed(let event): event
+        case .purchaseRevoked(let event): event
+        case .itemConsumed(let event): event
+        case .subscriptionRestoredToDevice(let event): event
         }
+    }
+
+    /// Every event type a user's stream holds, by stored name, with the case it decodes into.
+    /// A new event type is a case above, a line here, and what the fold (`UserLedger.apply`) makes of it.
+    public static let types: [(name: EventTypeName, decode: @Sendable (String) throws -> UserEvent)] = [
+        entry(DeviceRegistered.self, UserEvent.deviceRegistered),
+        entry(PurchaseRecorded.self, UserEvent.purchaseRecorded),
+        entry(SubscriptionRenewed.self, UserEvent.subscriptionRenewed),
+        entry(PurchaseRestored.self, UserEvent.purchaseRestored),
+        entry(TransactionFinished.self, UserEvent.transactionFinished),
+        entry(PurchaseFailed.self, UserEvent.purchaseFailed),
+        entry(PurchaseRevoked.self, UserEvent.purchaseRevoked),
+        entry(ItemConsumed.self, UserEvent.itemConsumed),
+        entry(SubscriptionRestoredToDevice.self, UserEvent.subscriptionRestoredToDevice),
+    ]
+
+    private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })
+
+    private static func entry<Event: LedgerEvent>(
+        _ type: Event.Type, _ wrap: @escaping @Sendable (Event) -> UserEvent
+    ) -> (name: EventTypeName, decode: @Sendable (String) throws -> UserEvent) {
+        (Event.typeName, { wrap(try LedgerJSON.decode(Event.self, from: $0)) })
     }
 }
 

@@ -1,17 +1,27 @@
 import Foundation
 
+/// Which kind of subscription paid for a period.
+public enum SubscriptionKind: String, Hashable, Sendable, Codable, CaseIterable {
+    /// Bought for a fixed duration; the ledger stacks and restores these periods itself.
+    case nonRenewing = "non_renewing"
+    /// Renewed by the App Store; each transaction's period ends at its `expires_date`.
+    case autoRenewable = "auto_renewable"
+}
+
 /// A stretch of time a user paid a subscription for: `[start, end)`.
 public struct SubscriptionPeriod: Hashable, Sendable, Codable {
     public let transactionId: String
     public let productId: String
     public let group: String
+    public let kind: SubscriptionKind
     public let start: Date
     public let end: Date
 
-    public init(transactionId: String, productId: String, group: String, start: Date, end: Date) {
+    public init(transactionId: String, productId: String, group: String, kind: SubscriptionKind, start: Date, end: Date) {
         self.transactionId = transactionId
         self.productId = productId
         self.group = group
+        self.kind = kind
         self.start = start
         self.end = end
     }
@@ -62,7 +72,7 @@ public enum NonRenewingSchedule {
             groupEnds[purchase.group] = end
             periods.append(SubscriptionPeriod(
                 transactionId: purchase.transactionId, productId: purchase.productId,
-                group: purchase.group, start: start, end: end
+                group: purchase.group, kind: .nonRenewing, start: start, end: end
             ))
         }
         return periods

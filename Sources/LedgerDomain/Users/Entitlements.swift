@@ -1,56 +1,99 @@
 import Foundation
 
-/// What a user may use at an instant, computed from the stream's state at read time.
+/// What a user may use at an instant: the ledger's one entitlement rule.
+///
+/// Every answer about entitlements comes from here: after a receipt or a restore (from the stream
+/// just written), from the read routes (from the projections' rows) and from `ledger query` (from
+/// the stream at any past point). Each source supplies the same three inputs (what is owned for
+/// ever, the subscription periods paid for, the consumable balances) and this type decides.
 public struct Entitlements: Hashable, Sendable {
     /// A non-consumable or free subscription, owned since its original purchase.
     public struct Owned: Hashable, Sendable {
         public let productId: String
+        public let productType: ProductType
         public let originalTransactionId: String
-        public let purchaseDate: Date
+        public let ownedSince: Date
+
+        public init(productId: String, productType: ProductType, originalTransactionId: String, ownedSince: Date) {
+            self.productId = productId
+            self.productType = productType
+            self.originalTransactionId = originalTransactionId
+            self.ownedSince = ownedSince
+        }
     }
 
-    /// An auto-renewable subscription: one original transaction and its renewals.
-    public struct AutoRenewable: Hashable, Sendable {
+    /// One subscription product, judged at `at` from all the periods bought for it.
+    public struct Subscription: Hashable, Sendable {
         public let productId: String
-        public let originalTransactionId: String
-        /// The latest expiry among the original's non-revoked transactions.
-        public let expiresDate: Date?
-        public let isActive: Bool
+        public let group: String
+        public let kind: SubscriptionKind
+        public var isActive: Bool { activeUntil != nil }
+        /// The end of the unbroken run of periods covering `at` (stacked periods count as one run);
+        /// nil when no period covers it.
+        public let activeUntil: Date?
+        /// The end of the last period bought.
+        public let expiresAt: Date
+    }
+
+    /// A consumable with units left.
+    public struct Consumable: Hashable, Sendable {
+        public let productId: String
+        public let balance: Int
     }
 
     public let at: Date
     public let owned: [Owned]
-    public let autoRenewables: [AutoRenewable]
-    public let nonRenewingPeriods: [SubscriptionPeriod]
-    /// Non-renewing groups with a period covering `at`.
-    public var activeNonRenewingProducts: [String] {
-        nonRenewingPeriods.filter { $0.isActive(at: at) }.map(\.productId)
+    public let subscriptions: [Subscription]
+    public let consumables: [Consumable]
+
+    /// The rule. Owned for ever: non-consumables and free subscriptions. A subscription product is
+    /// active when one of its periods covers `at`, until the end of the run of periods that does.
+    /// A consumable is listed while its balance is above zero.
+    public init(at instant: Date, owned: [Owned], periods: [SubscriptionPeriod], balances: [ConsumableBalance]) {
+        at = instant
+        self.owned = owned.filter { $0.productType.isOwnedForever }
+        consumables = balances.filter { $0.balance > 0 }.map { Consumable(productId: $0.productId, balance: $0.balance) }
+        var byProduct: [SubscriptionKey: [SubscriptionPeriod]] = [:]
+        for period in periods { byProduct[SubscriptionKey(kind: period.kind, productId: period.productId), default: []].append(period) }
+        subscriptions = byProduct.values.map { periods in
+            let sorted = periods.sorted { $0.start < $1.start }
+            let until = Self.runs(of: sorted).first { $0.start <= instant && instant < $0.end }?.end
+            return Subscription(productId: sorted[0].productId, group: sorted[0].group, kind: sorted[0].kind,
+                                activeUntil: until, expiresAt: sorted.map(\.end).max()!)
+        }.sorted { ($0.kind.rawValue, $0.productId) < ($1.kind.rawValue, $1.productId) }
     }
 
-    public init(of state: UserLedger, catalog: ProductCatalog, at instant: Date) {
-        at = instant
-        var owned: [Owned] = []
-        var seenProducts = Set<String>()
-        for transaction in state.transactionsInOrder where transaction.kind == .purchase && !transaction.isRevoked
-            && transaction.productType.isOwnedForever && seenProducts.insert(transaction.productId).inserted {
-            owned.append(Owned(productId: transaction.productId, originalTransactionId: transaction.originalTransactionId,
-                               purchaseDate: transaction.purchaseDate))
-        }
-        self.owned = owned
+    private struct SubscriptionKey: Hashable {
+        let kind: SubscriptionKind
+        let productId: String
+    }
 
-        var subscriptions: [String: [UserLedger.Transaction]] = [:]
-        var originals: [String] = []
-        for transaction in state.transactionsInOrder where transaction.productType == .autoRenewable && transaction.kind != .restore {
-            if subscriptions[transaction.originalTransactionId] == nil { originals.append(transaction.originalTransactionId) }
-            subscriptions[transaction.originalTransactionId, default: []].append(transaction)
+    /// Periods merged where one starts by the time the previous ends.
+    private static func runs(of sorted: [SubscriptionPeriod]) -> [(start: Date, end: Date)] {
+        var runs: [(start: Date, end: Date)] = []
+        for period in sorted {
+            if let last = runs.last, period.start <= last.end {
+                runs[runs.count - 1].end = max(last.end, period.end)
+            } else {
+                runs.append((period.start, period.end))
+            }
         }
-        autoRenewables = originals.map { original in
-            let all = subscriptions[original] ?? []
-            let expires = all.filter { !$0.isRevoked }.compactMap(\.expiresDate).max()
-            let latest = all.max { $0.purchaseDate < $1.purchaseDate }
-            return AutoRenewable(productId: latest?.productId ?? "", originalTransactionId: original, expiresDate: expires,
-                                 isActive: expires.map { instant < $0 } ?? false)
-        }
-        nonRenewingPeriods = UserDecisions.nonRenewingPeriods(of: state, catalog: catalog)
+        return runs
+    }
+}
+
+/// A consumable's units: bought (revoked purchases excluded), used, and what is left.
+public struct ConsumableBalance: Hashable, Sendable {
+    public let productId: String
+    public let purchased: Int
+    public let consumed: Int
+    /// `purchased - consumed`; below zero only after a revocation of something already used.
+    public var balance: Int { purchased - consumed }
+    public var isOverdrawn: Bool { balance < 0 }
+
+    public init(productId: String, purchased: Int, consumed: Int) {
+        self.productId = productId
+        self.purchased = purchased
+        self.consumed = consumed
     }
 }

@@ -57,7 +57,7 @@ public enum UserDecisions {
             guard transaction.quantity >= 1 || transaction.kind != .purchase else {
                 throw .invalidInput("transaction \(transaction.transactionId) has quantity \(transaction.quantity)")
             }
-            func key(_ kind: String) throws(DecisionError) -> DeduplicationKey {
+            func key(_ kind: DeduplicationKey.AppStoreKind) throws(DecisionError) -> DeduplicationKey {
                 try appStoreKey(app: bundleID, transaction, kind: kind)
             }
             if let recorded = state.transactions[transaction.transactionId] {
@@ -65,7 +65,7 @@ public enum UserDecisions {
                 if let cancelled = transaction.cancellationDate, !recorded.isRevoked {
                     decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                         transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
-                    )), deduplicationKey: try key("revocation")))
+                    )), deduplicationKey: try key(.revocation)))
                 }
                 continue
             }
@@ -78,15 +78,15 @@ public enum UserDecisions {
                     productId: transaction.productId, purchaseDate: transaction.purchaseDate,
                     expiresDate: transaction.expiresDate!, environment: transaction.environment,
                     price: price, currency: currency, receiptHash: receiptHash
-                )), deduplicationKey: try key("renewal")))
+                )), deduplicationKey: try key(.renewal)))
             case .restore:
                 decide(restore(transaction, pointingAt: transaction.originalTransactionId, deviceId: deviceId,
-                               receiptHash: receiptHash, key: try key("restore")))
+                               receiptHash: receiptHash, key: try key(.restore)))
             case .purchase, .renewal:
                 if type.isOwnedForever, let owner = state.ownership(of: transaction.productId) {
                     // Bought again: the same ownership, recorded, but not a second purchase.
                     decide(restore(transaction, pointingAt: owner.originalTransactionId, deviceId: deviceId,
-                                   receiptHash: receiptHash, key: try key("restore")))
+                                   receiptHash: receiptHash, key: try key(.restore)))
                 } else {
                     decide(PendingEvent(.purchaseRecorded(PurchaseRecorded(
                         transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
@@ -94,21 +94,21 @@ public enum UserDecisions {
                         purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
                         environment: transaction.environment, deviceId: deviceId, price: price, currency: currency,
                         receiptHash: receiptHash
-                    )), deduplicationKey: try key("payment")))
+                    )), deduplicationKey: try key(.payment)))
                 }
             }
             if let cancelled = transaction.cancellationDate {
                 decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                     transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
-                )), deduplicationKey: try key("revocation")))
+                )), deduplicationKey: try key(.revocation)))
             }
         }
         return ReceiptDecision(events: events, duplicates: duplicates)
     }
 
-    private static func appStoreKey(app bundleID: String, _ transaction: VerifiedTransaction, kind: String) throws(DecisionError) -> DeduplicationKey {
+    private static func appStoreKey(app bundleID: String, _ transaction: VerifiedTransaction, kind: DeduplicationKey.AppStoreKind) throws(DecisionError) -> DeduplicationKey {
         do {
-            return try .appStoreTransaction(app: bundleID, environment: transaction.environment.rawValue, kind: kind,
+            return try .appStoreTransaction(app: bundleID, environment: transaction.environment, kind: kind,
                                             transactionID: transaction.transactionId)
         } catch {
             throw .invalidInput(error.message)
@@ -161,7 +161,7 @@ public enum UserDecisions {
     public static func restoreNonRenewing(
         toDevice deviceId: String, catalog: ProductCatalog, on state: UserLedger
     ) -> (events: [PendingEvent], periods: [SubscriptionPeriod]) {
-        let periods = nonRenewingPeriods(of: state, catalog: catalog)
+        let periods = state.nonRenewingPeriods(catalog: catalog)
         let delivered = state.deliveredToDevice[deviceId, default: []]
         let fresh = periods.map(\.transactionId).filter { !delivered.contains($0) }
         var events = registerDevice(deviceId, on: state)
@@ -174,35 +174,6 @@ public enum UserDecisions {
     /// `DeviceRegistered` the first time a device is seen for the user.
     public static func registerDevice(_ deviceId: String, on state: UserLedger) -> [PendingEvent] {
         state.devices.contains(deviceId) ? [] : [PendingEvent(.deviceRegistered(DeviceRegistered(deviceId: deviceId)))]
-    }
-
-    /// The user's non-renewing periods, stacked per group with the catalog's durations.
-    public static func nonRenewingPeriods(of state: UserLedger, catalog: ProductCatalog) -> [SubscriptionPeriod] {
-        let purchases = state.transactionsInOrder.compactMap { transaction -> NonRenewingPurchase? in
-            guard transaction.kind == .purchase, !transaction.isRevoked,
-                  let product = catalog[transaction.productId], product.type == .nonRenewing, let duration = product.duration
-            else { return nil }
-            return NonRenewingPurchase(
-                transactionId: transaction.transactionId, productId: transaction.productId,
-                group: product.subscriptionGroup, purchaseDate: transaction.purchaseDate, duration: duration
-            )
-        }
-        return NonRenewingSchedule.periods(of: purchases)
-    }
-
-    /// The user's auto-renewable periods: each non-revoked purchase or renewal's
-    /// `[purchase date, expiry)`, in the product's subscription group.
-    public static func autoRenewablePeriods(of state: UserLedger, catalog: ProductCatalog) -> [SubscriptionPeriod] {
-        state.transactionsInOrder.compactMap { transaction in
-            guard transaction.productType == .autoRenewable, transaction.kind != .restore, !transaction.isRevoked,
-                  let expires = transaction.expiresDate
-            else { return nil }
-            return SubscriptionPeriod(
-                transactionId: transaction.transactionId, productId: transaction.productId,
-                group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
-                start: transaction.purchaseDate, end: expires
-            )
-        }
     }
 }
 

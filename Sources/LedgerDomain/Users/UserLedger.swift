@@ -15,7 +15,7 @@ public struct UserLedger: Hashable, Sendable {
         public let originalTransactionId: String
         public let productId: String
         /// As recorded; restores and renewals take the type of what they point at.
-        public let productType: ProductType
+        public internal(set) var productType: ProductType
         public let kind: Kind
         public let quantity: Int
         public let purchaseDate: Date
@@ -37,20 +37,6 @@ public struct UserLedger: Hashable, Sendable {
         public internal(set) var revocationRecordedAt: Date?
 
         public var isRevoked: Bool { revokedAt != nil }
-
-        func with(productType: ProductType) -> Transaction {
-            var copy = Transaction(
-                transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
-                productType: productType, kind: kind, quantity: quantity, purchaseDate: purchaseDate, expiresDate: expiresDate,
-                environment: environment, deviceId: deviceId, price: price, currency: currency, position: position,
-                recordedAt: recordedAt
-            )
-            copy.revokedAt = revokedAt
-            copy.revocationReason = revocationReason
-            copy.revokedPosition = revokedPosition
-            copy.revocationRecordedAt = revocationRecordedAt
-            return copy
-        }
     }
 
     /// A delivery to a device: a purchase, a restore, or non-renewing periods the ledger restored.
@@ -181,7 +167,7 @@ public struct UserLedger: Hashable, Sendable {
         for (id, transaction) in transactions where transaction.productType == .unknown {
             let type = catalog.type(of: transaction.productId)
             guard type != .unknown else { continue }
-            copy.transactions[id] = transaction.with(productType: type)
+            copy.transactions[id]?.productType = type
         }
         return copy
     }

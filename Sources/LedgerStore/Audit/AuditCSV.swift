@@ -1,5 +1,6 @@
 import Foundation
 import LedgerDomain
+import LedgerProjections
 
 /// RFC 4180 CSV of audit rows and summaries: a header line, CRLF line ends, and a field quoted
 /// (quotes doubled) when it holds a comma, a quote, CR or LF. Values are written exactly as

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerProjections
 
 /// Where a page of the audit trail ended: an opaque, URL-safe token for the next page.
 ///

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerDomain
+import LedgerProjections
 
 /// Which audit trail rows a query reads. Every condition is optional; together they all apply.
 public struct AuditFilter: Sendable, Hashable {

@@ -1,5 +1,7 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
+import LedgerProjections
 import Logging
 import PostgresNIO
 
@@ -98,15 +100,16 @@ public struct AuditQueries: Sendable {
         let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
         let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
         let environmentKey = groupBy.contains(.environment) ? "environment" : "NULL::text"
+        let (taken, givenBack) = (AuditEventKind.stored(.taken), AuditEventKind.stored(.givenBack))
         let query: PostgresQuery = """
             WITH g AS (
                 SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_id, currency, \(unescaped: environmentKey) AS environment,
-                       count(*) FILTER (WHERE event <> 'refund') AS purchases,
-                       coalesce(sum(quantity) FILTER (WHERE event <> 'refund'), 0) AS units,
-                       coalesce(sum(price * quantity) FILTER (WHERE event <> 'refund'), 0) AS gross,
-                       count(*) FILTER (WHERE event = 'refund') AS refunds,
-                       coalesce(sum(quantity) FILTER (WHERE event = 'refund'), 0) AS refunded_units,
-                       coalesce(sum(price * quantity) FILTER (WHERE event = 'refund'), 0) AS refunded_amount,
+                       count(*) FILTER (WHERE event = ANY(\(taken)::text[])) AS purchases,
+                       coalesce(sum(quantity) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS units,
+                       coalesce(sum(price * quantity) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS gross,
+                       count(*) FILTER (WHERE event = ANY(\(givenBack)::text[])) AS refunds,
+                       coalesce(sum(quantity) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_units,
+                       coalesce(sum(price * quantity) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_amount,
                        count(*) FILTER (WHERE price IS NULL) AS unpriced
                 FROM ledger.audit_trail
                 WHERE app = \(app)\(conditionsOf: filter)
@@ -148,13 +151,14 @@ public struct AuditQueries: Sendable {
     /// Once the product is defined and the projections catch up, it drops off this list.
     public func unclassified(app: String) async throws -> [UnclassifiedProduct] {
         var products: [UnclassifiedProduct] = []
+        let taken = AuditEventKind.stored(.taken)
         try await read {
             let rows = try await client.query(
                 """
                 SELECT product_id, count(DISTINCT transaction_id), sum(quantity)::bigint, count(DISTINCT user_id),
                        min(purchase_date), max(purchase_date)
                 FROM ledger.audit_trail
-                WHERE app = \(app) AND product_type = 'unknown' AND event <> 'refund'
+                WHERE app = \(app) AND product_type = 'unknown' AND event = ANY(\(taken)::text[])
                 GROUP BY product_id
                 ORDER BY product_id
                 """,
@@ -176,10 +180,9 @@ public struct AuditQueries: Sendable {
         do {
             try await body()
         } catch let error as PSQLError {
-            let state = error.serverInfo?[.sqlState]
-            // 42703 undefined_column, 42P01 undefined_table.
-            if state == "42703" || state == "42P01" {
-                logger.debug("audit trail not ready", metadata: ["ledger.sql_state": "\(state ?? "-")"])
+            let state = error.ledgerSQLState
+            if state == .undefinedColumn || state == .undefinedTable {
+                logger.debug("audit trail not ready", metadata: ["ledger.sql_state": "\(state?.rawValue ?? "-")"])
                 throw AuditQueryError.notReady
             }
             throw error

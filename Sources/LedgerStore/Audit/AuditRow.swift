@@ -1,5 +1,6 @@
 import Foundation
 import LedgerDomain
+import LedgerProjections
 
 /// One money event of the audit trail, as finance reads it.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -6,30 +7,49 @@ import PostgresNIO
 
 /// A user's rows in the projections, for the read routes.
 public struct UserReadModels: Sendable {
+    /// A row of `ledger.ownership`.
     public struct Owned: Sendable, Hashable {
         public let productId: String
-        public let productType: String
+        public let productType: ProductType
         public let originalTransactionId: String
         public let ownedSince: Date
         public let expiresAt: Date?
+
+        /// The row as the entitlement rule takes it.
+        public var owned: Entitlements.Owned {
+            Entitlements.Owned(productId: productId, productType: productType, originalTransactionId: originalTransactionId,
+                               ownedSince: ownedSince)
+        }
     }
 
+    /// A row of `ledger.consumable_balances`.
     public struct Balance: Sendable, Hashable {
         public let productId: String
         public let purchased: Int64
         public let consumed: Int64
         public let balance: Int64
         public let overdrawn: Bool
+
+        /// The row as the entitlement rule takes it.
+        public var consumableBalance: ConsumableBalance {
+            ConsumableBalance(productId: productId, purchased: Int(purchased), consumed: Int(consumed))
+        }
     }
 
+    /// A row of `ledger.subscription_periods`.
     public struct Period: Sendable, Hashable {
         public let transactionId: String
         public let originalTransactionId: String
         public let productId: String
         public let group: String
-        public let kind: String
+        public let kind: SubscriptionKind
         public let start: Date
         public let end: Date
+
+        /// The row as the entitlement rule takes it.
+        public var period: SubscriptionPeriod {
+            SubscriptionPeriod(transactionId: transactionId, productId: productId, group: group, kind: kind, start: start, end: end)
+        }
     }
 
     let client: PostgresClient
@@ -41,7 +61,7 @@ public struct UserReadModels: Sendable {
     }
 
     /// The position every named projection has reached (the smallest live checkpoint), nil when one has no live version yet.
-    public func checkpoint(of projections: [String]) async throws -> Int64? {
+    public func checkpoint(of projections: [ProjectionName]) async throws -> Int64? {
         let rows = try await client.query("""
             SELECT count(*), min(position) FROM ledger.projections WHERE status = 'live' AND name = ANY(\(projections))
             """, logger: logger)
@@ -54,7 +74,7 @@ public struct UserReadModels: Sendable {
     /// Waits until every named projection reflects the log up to `position`, polling, at most `timeout`.
     /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out
     /// (`projectionsNotReady` when one of them has no live version yet).
-    public func waitForProjections(_ projections: [String], toReach position: Int64, timeout: Duration) async throws -> Int64 {
+    public func waitForProjections(_ projections: [ProjectionName], toReach position: Int64, timeout: Duration) async throws -> Int64 {
         let deadline = ContinuousClock.now + timeout
         var delay = Duration.milliseconds(5)
         while true {
@@ -87,7 +107,8 @@ public struct UserReadModels: Sendable {
             """, logger: logger)
         var result: [Owned] = []
         for try await (product, type, original, since, expires) in rows.decode((String, String, String, Date, Date?).self) {
-            result.append(Owned(productId: product, productType: type, originalTransactionId: original, ownedSince: since, expiresAt: expires))
+            result.append(Owned(productId: product, productType: ProductType(rawValue: type) ?? .unknown, originalTransactionId: original,
+                                ownedSince: since, expiresAt: expires))
         }
         return result
     }
@@ -111,7 +132,11 @@ public struct UserReadModels: Sendable {
             """, logger: logger)
         var result: [Period] = []
         for try await (id, original, product, group, kind, start, end) in rows.decode((String, String, String, String, String, Date, Date).self) {
-            result.append(Period(transactionId: id, originalTransactionId: original, productId: product, group: group, kind: kind, start: start, end: end))
+            guard let kind = SubscriptionKind(rawValue: kind) else {
+                throw StoreError.integrity("ledger.subscription_periods holds kind '\(kind)', which this version does not know")
+            }
+            result.append(Period(transactionId: id, originalTransactionId: original, productId: product, group: group, kind: kind,
+                                 start: start, end: end))
         }
         return result
     }
@@ -138,10 +163,10 @@ public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
 
     /// A read model with no live version yet: the server has just started on a new database, or
     /// the projections are being replaced. Their views do not exist until the runner sets them up.
-    public static func projectionsNotReady(_ projections: [String]) -> Self {
+    public static func projectionsNotReady(_ projections: [ProjectionName]) -> Self {
         ReadError(
             code: .projectionsBehind,
-            message: "the projections \(projections.joined(separator: ", ")) are being set up (the ledger is starting); retry shortly",
+            message: "the projections \(projections.map(\.rawValue).joined(separator: ", ")) are being set up (the ledger is starting); retry shortly",
             position: 0
         )
     }

@@ -1,0 +1,224 @@
+import AppStore
+import AppStoreSimulator
+import Foundation
+import LedgerApplication
+import LedgerDomain
+import LedgerStore
+import Logging
+import PostgresNIO
+
+/// Measures `ledger.append` against a plain INSERT of the same rows, in the same run and database.
+///
+/// The baseline table has the same columns and a primary key, nothing else: what the log costs
+/// beyond it (deduplication, expected versions, the hash chain, the gap guard, notifications) is
+/// the ratio this reports.
+public struct AppendBenchmark: Sendable {
+    public struct Options: Sendable {
+        public var concurrency: Int
+        public var streams: Int
+        public var events: Int
+        public var batch: Int
+
+        public init(concurrency: Int, streams: Int, events: Int, batch: Int) {
+            self.concurrency = concurrency
+            self.streams = streams
+            self.events = events
+            self.batch = batch
+        }
+    }
+
+    /// One side of the comparison.
+    public struct Measurement: Sendable {
+        public let events: Int
+        public let seconds: Double
+        /// Latency of one append (one batch), in milliseconds.
+        public let p50: Double
+        public let p99: Double
+
+        public var eventsPerSecond: Double { Double(events) / seconds }
+    }
+
+    public struct Result: Sendable {
+        public let ledger: Measurement
+        public let baseline: Measurement
+        public var ratio: Double { ledger.eventsPerSecond / baseline.eventsPerSecond }
+    }
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    public func run(_ options: Options) async throws -> Result {
+        guard options.concurrency >= 1, options.streams >= 1, options.events >= 1, options.batch >= 1 else {
+            throw StoreError.invalidInput("--concurrency, --streams, --events and --batch must all be at least 1")
+        }
+        try await prepareBaseline()
+        let work = Self.plan(options)
+        let store = PostgresEventStore(client: client, logger: logger)
+        try await warmUp(store, concurrency: options.concurrency)
+        let ledger = try await measure(work) { task in
+            var versions: [Int: Int64] = [:]
+            let shared = options.streams < options.concurrency
+            return { batch in
+                let stream = try StreamID("bench/\(batch.stream)")
+                let expected: ExpectedVersion = shared ? .any : .exactly(versions[batch.stream, default: 0])
+                let events = try batch.rows.map { row in
+                    try NewEvent(
+                        eventID: row.eventID,
+                        type: EventTypeName(stored: "PurchaseRecorded.v1"),
+                        data: row.data,
+                        metadata: row.metadata,
+                        deduplicationKey: DeduplicationKey(rawValue: row.key)
+                    )
+                }
+                let result = try await store.append(events, to: stream, expecting: expected)
+                if case .appended(_, let version)? = result.outcomes.last { versions[batch.stream] = version }
+            }
+        }
+        let baseline = try await measure(work) { _ in
+            { batch in try await self.insertBaseline(batch) }
+        }
+        return Result(ledger: ledger, baseline: baseline)
+    }
+
+    // MARK: Workload
+
+    struct Row: Sendable {
+        let eventID: UUID
+        let key: String
+        let data: String
+        let metadata: String
+    }
+
+    struct Batch: Sendable {
+        let stream: Int
+        let rows: [Row]
+    }
+
+    /// Batches per task; task t writes the streams s with s % concurrency == t when there are
+    /// enough streams, so writers do not contend for one stream unless asked to.
+    static func plan(_ options: Options) -> [[Batch]] {
+        var tasks = Array(repeating: [Batch](), count: options.concurrency)
+        var next = 0
+        var batchIndex = 0
+        while next < options.events {
+            let task = batchIndex % options.concurrency
+            let perTaskStreams = max(1, options.streams / options.concurrency)
+            let stream = options.streams >= options.concurrency
+                ? task + options.concurrency * ((batchIndex / options.concurrency) % perTaskStreams)
+                : batchIndex % options.streams
+            let count = min(options.batch, options.events - next)
+            let rows = (0..<count).map { offset in Self.syntheticRow(next + offset) }
+            tasks[task].append(Batch(stream: stream, rows: rows))
+            next += count
+            batchIndex += 1
+        }
+        return tasks
+    }
+
+    /// A purchase-like event of about 400 bytes of JSON.
+    static func syntheticRow(_ index: Int) -> Row {
+        let transactionID = String(1_000_000_000_000 + index)
+        let eventID = UUID()
+        let data = """
+            {"transactionId":"\(transactionID)","originalTransactionId":"\(transactionID)",\
+            "productId":"com.example.app.coins.pack\(index % 5)","productType":"consumable","quantity":\(1 + index % 3),\
+            "purchaseDate":"2026-11-21T10:\(String(format: "%02d", index % 60)):00Z","environment":"production",\
+            "deviceId":"device-\(index % 997)","price":"0.99","currency":"USD",\
+            "receiptHash":"\(String(repeating: String(format: "%08x", UInt32(truncatingIfNeeded: index &* 2_654_435_761)), count: 8))"}
+            """
+        let metadata = #"{"requestId":"\#(eventID.uuidString)","apiKeyId":"bench","source":"ledger bench append"}"#
+        return Row(eventID: eventID, key: "appstore/com.example.app/production/payment/\(transactionID)", data: data, metadata: metadata)
+    }
+
+    private func measure(
+        _ work: [[Batch]],
+        makeWriter: @escaping @Sendable (Int) -> (Batch) async throws -> Void
+    ) async throws -> Measurement {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
+            for (task, batches) in work.enumerated() {
+                group.addTask {
+                    let write = makeWriter(task)
+                    var latencies: [Double] = []
+                    latencies.reserveCapacity(batches.count)
+                    for batch in batches {
+                        let started = clock.now
+                        try await write(batch)
+                        let elapsed = clock.now - started
+                        latencies.append(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1e3)
+                    }
+                    return latencies
+                }
+            }
+            var all: [Double] = []
+            for try await part in group { all += part }
+            return all.sorted()
+        }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        func percentile(_ p: Double) -> Double {
+            latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+        }
+        return Measurement(
+            events: work.reduce(0) { $0 + $1.reduce(0) { $0 + $1.rows.count } },
+            seconds: seconds, p50: percentile(0.5), p99: percentile(0.99)
+        )
+    }
+
+    /// Opens every connection and compiles the append function in each session, so neither side
+    /// pays for connection set-up inside its measurement.
+    private func warmUp(_ store: PostgresEventStore, concurrency: Int) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<concurrency {
+                group.addTask {
+                    for round in 0..<3 {
+                        let event = try NewEvent(
+                            type: EventTypeName(stored: "BenchmarkWarmedUp.v1"), data: #"{"round":\#(round)}"#
+                        )
+                        _ = try await store.append([event], to: StreamID("bench-warm-up/\(writer)"), expecting: .any)
+                        try await client.query("SELECT 1 FROM ledger_bench.raw_events LIMIT 1", logger: logger)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    // MARK: Baseline
+
+    private func prepareBaseline() async throws {
+        try await client.query("CREATE SCHEMA IF NOT EXISTS ledger_bench", logger: logger)
+        try await client.query("DROP TABLE IF EXISTS ledger_bench.raw_events", logger: logger)
+        try await client.query(
+            """
+            CREATE TABLE ledger_bench.raw_events (
+                position bigserial PRIMARY KEY, stream_id text, stream_version bigint, event_id uuid,
+                event_type text, data jsonb, metadata jsonb, recorded_at timestamptz DEFAULT now(),
+                dedup_key text, transaction_id xid8 DEFAULT pg_current_xact_id(), hash bytea
+            )
+            """,
+            logger: logger
+        )
+    }
+
+    /// The baseline stores a 32-byte hash too, so both tables hold the same bytes per row.
+    private func insertBaseline(_ batch: Batch) async throws {
+        let streams = Array(repeating: "bench/\(batch.stream)", count: batch.rows.count)
+        let versions = (0..<batch.rows.count).map(Int64.init)
+        try await client.query(
+            """
+            INSERT INTO ledger_bench.raw_events (stream_id, stream_version, event_id, event_type, data, metadata, dedup_key, hash)
+            SELECT s, v, i, 'PurchaseRecorded.v1', d::jsonb, m::jsonb, k, decode(repeat('ab', 32), 'hex')
+            FROM unnest(\(streams), \(versions), \(batch.rows.map(\.eventID)), \(batch.rows.map(\.data)),
+                        \(batch.rows.map(\.metadata)), \(batch.rows.map(\.key))) AS u(s, v, i, d, m, k)
+            """,
+            logger: logger
+        )
+    }
+}

@@ -1,0 +1,193 @@
+import AppStore
+import AppStoreSimulator
+import Foundation
+import LedgerApplication
+import LedgerDomain
+import LedgerStore
+import Logging
+
+/// Writes a realistic synthetic history through the real decision path, for demos and benchmarks.
+///
+/// Each app gets a catalog with every product type. Each user buys consumables and uses some,
+/// buys a non-consumable and re-buys or restores it on other devices, subscribes (auto-renewable,
+/// renewing monthly until it lapses), stacks non-renewing periods, finishes most transactions,
+/// sometimes gets refunded, and sometimes posts the same receipt twice. The same seed writes the
+/// same history.
+public struct HistorySeeder: Sendable {
+    public struct Options: Sendable {
+        public var apps: Int
+        public var users: Int
+        public var events: Int
+        public var concurrency: Int
+        public var seed: UInt64
+
+        public init(apps: Int, users: Int, events: Int, concurrency: Int = 16, seed: UInt64 = 42) {
+            self.apps = apps
+            self.users = users
+            self.events = events
+            self.concurrency = concurrency
+            self.seed = seed
+        }
+    }
+
+    public struct Progress: Sendable {
+        public let events: Int
+        public let target: Int
+        public let elapsed: Duration
+    }
+
+    let handler: UserCommandHandler<PostgresEventStore>
+    let logger: Logger
+
+    public init(store: PostgresEventStore, logger: Logger) {
+        self.handler = UserCommandHandler(store: store, logger: logger)
+        self.logger = logger
+    }
+
+    public static func app(_ index: Int) -> String { "com.example.seed\(index)" }
+
+    public static func catalog() throws -> [Product] {
+        [
+            try Product(productId: "coins.100", type: .consumable, referenceName: "100 coins", prices: ["USD": "0.99", "EUR": "0.99"]),
+            try Product(productId: "coins.1000", type: .consumable, referenceName: "1000 coins", prices: ["USD": "7.99"]),
+            try Product(productId: "levels.pack", type: .nonConsumable, referenceName: "Level pack", prices: ["USD": "2.99"]),
+            try Product(productId: "pro.monthly", type: .autoRenewable, duration: ISODuration(parsing: "P1M"), prices: ["USD": "4.99"]),
+            try Product(productId: "gold.month", type: .nonRenewing, duration: ISODuration(parsing: "P1M"), subscriptionGroup: "gold", prices: ["USD": "3.99"]),
+            try Product(productId: "gold.week", type: .nonRenewing, duration: ISODuration(parsing: "P7D"), subscriptionGroup: "gold", prices: ["USD": "1.49"]),
+            try Product(productId: "news.free", type: .freeSubscription),
+        ]
+    }
+
+    /// Seeds until at least `events` events are in the log; returns how many were appended.
+    public func run(_ options: Options, progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws -> Int {
+        guard options.apps >= 1, options.users >= 1, options.events >= 1, options.concurrency >= 1 else {
+            throw StoreError.invalidInput("--apps, --users, --events and --concurrency must all be at least 1")
+        }
+        for app in 0..<options.apps {
+            for product in try Self.catalog() { try await handler.defineProduct(product, app: Self.app(app)) }
+        }
+        let counter = EventCounter()
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in 0..<options.concurrency {
+                group.addTask {
+                    var random = SplitMix(seed: options.seed &+ UInt64(worker) &* 7919)
+                    // Each worker owns the users u with u % concurrency == worker: no contention.
+                    var round = 0
+                    while await counter.total < options.events {
+                        var wroteAny = false
+                        for user in stride(from: worker, to: options.users, by: options.concurrency) {
+                            if await counter.total >= options.events { return }
+                            let written = try await step(round: round, user: user, app: Self.app(user % options.apps), random: &random)
+                            let total = await counter.add(written)
+                            wroteAny = wroteAny || written > 0
+                            if total / 10_000 != (total - written) / 10_000 {
+                                progress(Progress(events: total, target: options.events, elapsed: .now - started))
+                            }
+                        }
+                        round += 1
+                        if !wroteAny && round > 1_000 { return }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        return await counter.total
+    }
+
+    /// One round of a user's life; returns the events it appended.
+    private func step(round: Int, user index: Int, app: String, random: inout SplitMix) async throws -> Int {
+        let user = "user-\(index)"
+        let base = Date(timeIntervalSince1970: 1_704_067_200 + Double(index % 10_000) * 600 + Double(round) * 86_400 * 30)
+        let device = "device-\(index)-\(round % 3)"
+        let id = { (kind: String) in "\(index)\(String(format: "%04d", round))\(kind)" }
+        var transactions: [VerifiedTransaction] = []
+        func purchase(_ product: String, _ kind: String, quantity: Int = 1, offset: Double = 0, expires: Date? = nil) {
+            transactions.append(VerifiedTransaction(
+                kind: .purchase, transactionId: id(kind), originalTransactionId: id(kind), productId: product, quantity: quantity,
+                purchaseDate: base.addingTimeInterval(offset), expiresDate: expires, environment: random.next() % 20 == 0 ? .sandbox : .production
+            ))
+        }
+        switch round % 4 {
+        case 0:
+            purchase("coins.100", "1", quantity: 1 + Int(random.next() % 3))
+            purchase("levels.pack", "2", offset: 60)
+            purchase("news.free", "3", offset: 90)
+            purchase("pro.monthly", "4", offset: 120, expires: base.addingTimeInterval(120 + 30 * 86_400))
+        case 1:
+            purchase("gold.month", "5")
+            purchase("gold.week", "6", offset: 3_600)
+            purchase("coins.1000", "7", offset: 7_200)
+        case 2:
+            // A renewal of the first round's subscription, and a re-purchase of the owned pack.
+            let original = "\(index)\(String(format: "%04d", round - 2))4"
+            transactions.append(VerifiedTransaction(
+                kind: .renewal, transactionId: id("8"), originalTransactionId: original, productId: "pro.monthly", quantity: 1,
+                purchaseDate: base, expiresDate: base.addingTimeInterval(30 * 86_400), environment: .production
+            ))
+            purchase("levels.pack", "9", offset: 30)
+        default:
+            purchase("coins.100", "0", quantity: 2)
+        }
+        var written = try await record(transactions, app: app, user: user, device: device)
+        if random.next() % 5 == 0 {
+            written += try await record(transactions, app: app, user: user, device: device)  // a duplicate submission
+        }
+        written += try await execute(app: app, user: user) { state, catalog in
+            var events: [PendingEvent] = []
+            for transaction in transactions where state.transactions[transaction.transactionId] != nil
+                && !state.finished.contains(transaction.transactionId) && random.next() % 10 != 0 {
+                events.append(PendingEvent(.transactionFinished(TransactionFinished(transactionId: transaction.transactionId, deviceId: device))))
+            }
+            let balance = state.balance(of: "coins.100")
+            if balance > 0 {
+                events += try UserDecisions.consume(productId: "coins.100", quantity: 1 + Int(random.next() % UInt64(balance)),
+                                                    deviceId: device, catalog: catalog, on: state)
+            }
+            if random.next() % 25 == 0, let victim = transactions.first, let recorded = state.transactions[victim.transactionId], !recorded.isRevoked {
+                events += try UserDecisions.revoke(transactionId: victim.transactionId, revokedAt: base.addingTimeInterval(86_400),
+                                                   reason: "refunded by Apple", on: state)
+            }
+            if round % 4 == 1 {
+                events += UserDecisions.restoreNonRenewing(toDevice: "device-\(index)-restored", catalog: catalog, on: state).events
+            }
+            return events
+        }
+        return written
+    }
+
+    private func record(_ transactions: [VerifiedTransaction], app: String, user: String, device: String) async throws -> Int {
+        try await execute(app: app, user: user) { state, catalog in
+            try UserDecisions.recordReceipt(transactions, app: app, deviceId: device, receiptHash: "seed", catalog: catalog, on: state).events
+        }
+    }
+
+    private func execute(app: String, user: String, _ decide: (UserLedger, ProductCatalog) throws -> [PendingEvent]) async throws -> Int {
+        let outcome = try await handler.execute(app: app, user: user, metadata: ["source": "ledger bench seed"]) { state, catalog in
+            (try decide(state, catalog), ())
+        }
+        return outcome.append?.appendedCount ?? 0
+    }
+}
+
+/// Events written so far, across workers.
+actor EventCounter {
+    private(set) var total = 0
+    func add(_ count: Int) -> Int {
+        total += count
+        return total
+    }
+}
+
+/// A small deterministic random generator (SplitMix64).
+public struct SplitMix: Sendable {
+    private var state: UInt64
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

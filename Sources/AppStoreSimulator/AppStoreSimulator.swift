@@ -1,0 +1,152 @@
+import AppStore
+import Crypto
+import Foundation
+import Hummingbird
+import LedgerDomain
+import Logging
+import ServiceLifecycle
+
+/// A local App Store that speaks `verifyReceipt`, so the ledger can be exercised end to end without Apple.
+///
+/// It sells products of the catalog's types to test users, issues signed receipts (both the iOS 7
+/// app receipt and the old per-transaction receipt), renews auto-renewables on its own clock (the
+/// sandbox's accelerated schedule, stopping after six renewals), lets support cancel transactions,
+/// and answers the statuses the real service does: 21000, 21002, 21003 (not signed by this
+/// simulator, or changed), 21004 (shared secret), 21006, 21007/21008 (the other environment's
+/// receipt) and, on request, 21005 or slowness. Everything is in memory and lost at exit.
+///
+/// Routes (JSON):
+/// - `POST /verifyReceipt` — the App Store protocol.
+/// - `PUT /admin/apps/{bundleId}` `{"sharedSecret"}`; `GET /admin/apps/{bundleId}`.
+/// - `PUT /admin/apps/{bundleId}/products/{productId}` `{"type", "duration"?}`; `GET /admin/apps/{bundleId}/products`.
+/// - `POST /admin/users` `{"userId"?}`.
+/// - `POST /admin/purchases` `{"userId", "bundleId", "productId", "quantity"?}` → transaction and receipts.
+/// - `POST /admin/restores` `{"userId", "bundleId"}`.
+/// - `POST /admin/transactions/{transactionId}/cancel` `{"reason"?}` — support refunds it.
+/// - `GET /admin/users/{userId}/apps/{bundleId}` — transactions and a fresh app receipt.
+/// - `GET /admin/clock`; `POST /admin/clock/advance` `{"seconds"|"minutes"}`.
+/// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds"}`.
+public struct AppStoreSimulator: Service {
+    public struct Configuration: Sendable {
+        public var host: String
+        /// 0 picks a free port; `onServerRunning` is told which.
+        public var port: Int
+        public var environment: StoreEnvironment
+        /// Text the receipt-signing key is derived from; `nil` for a random key per run.
+        public var signingKey: String?
+        /// Set by benchmarks to learn the server's own handling time per receipt.
+        public var timing: SimulatorServerTiming?
+
+        public init(
+            host: String = "127.0.0.1",
+            port: Int = 8090,
+            environment: StoreEnvironment = .sandbox,
+            signingKey: String? = nil,
+            timing: SimulatorServerTiming? = nil
+        ) {
+            self.host = host
+            self.port = port
+            self.environment = environment
+            self.signingKey = signingKey
+            self.timing = timing
+        }
+    }
+
+    let configuration: Configuration
+    let logger: Logger
+    let store: SimulatorStore
+    let signer: SimulatorReceiptSigner
+    let onServerRunning: @Sendable (Int) async -> Void
+
+    /// - Parameter onServerRunning: called with the bound port once the server listens.
+    public init(configuration: Configuration, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) {
+        self.configuration = configuration
+        self.logger = logger
+        self.store = SimulatorStore(environment: configuration.environment)
+        self.signer = SimulatorReceiptSigner(keyText: configuration.signingKey)
+        self.onServerRunning = onServerRunning
+    }
+
+    public func run() async throws {
+        try await application().run()
+    }
+
+    func application() -> some ApplicationProtocol {
+        let router = Router()
+        router.middlewares.add(LogRequestsMiddleware(.debug))
+        addVerifyRoute(to: router)
+        addAdminRoutes(to: router)
+        let onServerRunning = self.onServerRunning
+        return Application(
+            router: router,
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "appstore-sim"
+            ),
+            onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+    }
+
+    // MARK: verifyReceipt
+
+    private func addVerifyRoute(to router: Router<some RequestContext>) {
+        let store = self.store
+        let signer = self.signer
+        let environment = configuration.environment
+        let timing = configuration.timing
+        let renderer = SimulatorResponseRenderer(environment: environment, signer: signer)
+        let logger = self.logger
+        router.post("/verifyReceipt") { request, context -> Response in
+            let fault = await store.takeFault()
+            if fault.latencyMilliseconds > 0 {
+                try await Task.sleep(for: .milliseconds(fault.latencyMilliseconds))
+            }
+            if let status = fault.status {
+                logger.debug("verifyReceipt fault injected", metadata: ["appstore.status": "\(status)"])
+                return try Self.verifyResponse(SimulatorResponseRenderer.status(status, isRetryable: fault.isRetryable))
+            }
+            let started = ContinuousClock.now
+            let bytes = try await request.body.collect(upTo: context.maxUploadSize)
+            guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] else {
+                return try Self.verifyResponse(SimulatorResponseRenderer.status(21000))
+            }
+            guard let receiptData = object["receipt-data"] as? String else {
+                return try Self.verifyResponse(SimulatorResponseRenderer.status(21002))
+            }
+            let answer: [String: Any]
+            switch signer.open(receiptData) {
+            case .failure(.malformed):
+                answer = SimulatorResponseRenderer.status(21002)
+            case .failure(.notAuthentic):
+                answer = SimulatorResponseRenderer.status(21003)
+            case .success(let payload) where payload.environment != environment:
+                answer = SimulatorResponseRenderer.status(payload.environment == .sandbox ? 21007 : 21008)
+            case .success(let payload):
+                if let view = await store.verificationView(for: payload) {
+                    answer = renderer.answer(
+                        payload: payload,
+                        view: view,
+                        password: object["password"] as? String,
+                        excludeOldTransactions: LenientJSON(object["exclude-old-transactions"]).bool ?? false
+                    )
+                } else {
+                    answer = SimulatorResponseRenderer.status(21003)
+                }
+            }
+            let response = try Self.verifyResponse(answer)
+            let elapsed = ContinuousClock.now - started
+            timing?.record(receiptSHA256: AppStoreReceiptVerifier.sha256Hex(receiptData), elapsed)
+            logger.debug("verifyReceipt answered", metadata: ["appstore.status": "\(answer["status"] ?? "?")"])
+            return response
+        }
+    }
+
+    /// `verifyReceipt` answers every status with HTTP 200, as the real service does.
+    static func verifyResponse(_ body: [String: Any]) throws -> Response {
+        let data = try JSONSerialization.data(withJSONObject: body, options: [.withoutEscapingSlashes])
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,35 @@
+import AppStore
+
+/// Faults the simulator injects into `verifyReceipt`, for testing how callers cope.
+public struct SimulatorFaults: Codable, Hashable, Sendable {
+    /// How many of the next verify calls answer `failStatus` instead of verifying.
+    public var failNext: Int
+    /// 21005 (server unavailable) by default; 21100–21199 with `isRetryable` imitate internal errors.
+    public var failStatus: Int
+    /// The `is-retryable` flag sent with `failStatus`.
+    public var isRetryable: Bool
+    /// Added to every verify call before it answers.
+    public var latencyMilliseconds: Int
+
+    public init(failNext: Int = 0, failStatus: Int = 21005, isRetryable: Bool = false, latencyMilliseconds: Int = 0) {
+        self.failNext = failNext
+        self.failStatus = failStatus
+        self.isRetryable = isRetryable
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case failNext, failStatus, isRetryable, latencyMilliseconds
+    }
+
+    /// Absent keys keep their defaults, so `{"failNext": 3}` is enough.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            failNext: try container.decodeIfPresent(Int.self, forKey: .failNext) ?? 0,
+            failStatus: try container.decodeIfPresent(Int.self, forKey: .failStatus) ?? 21005,
+            isRetryable: try container.decodeIfPresent(Bool.self, forKey: .isRetryable) ?? false,
+            latencyMilliseconds: try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
+        )
+    }
+}

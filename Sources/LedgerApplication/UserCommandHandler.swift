@@ -1,0 +1,135 @@
+import LedgerDomain
+import Logging
+
+/// Runs a decision against a user's stream: read the stream (and the app's catalog), fold, decide,
+/// append with the version that was read; when another writer got there first, do it all again.
+///
+/// The stream is the unit of consistency, so a decision such as "consume at most the balance" is
+/// taken against exactly the events it will follow.
+public struct UserCommandHandler<Store: EventStore>: Sendable {
+    /// What a command did.
+    public struct Outcome<Value: Sendable>: Sendable {
+        /// The append, or nil when the decision wrote nothing.
+        public let append: AppendResult?
+        /// The events the final decision asked for, in the order of `append.outcomes`.
+        public let events: [PendingEvent]
+        /// The stream's state after the command (what was read plus what was appended).
+        public let state: UserLedger
+        public let catalog: ProductCatalog
+        public let value: Value
+    }
+
+    let store: Store
+    /// What the handler decides on: the user's stream and the app's catalog.
+    public let reader: UserStreamReader<Store>
+    let logger: Logger
+    let maximumAttempts: Int
+
+    public init(store: Store, logger: Logger, maximumAttempts: Int = 10) {
+        self.store = store
+        self.reader = UserStreamReader(store: store)
+        self.logger = logger
+        self.maximumAttempts = maximumAttempts
+    }
+
+    /// Decides and appends, retrying on version conflicts. `decide` must be pure: it may run
+    /// several times.
+    public func execute<Value: Sendable>(
+        app bundleID: String,
+        user userID: String,
+        metadata: [String: String] = [:],
+        _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
+    ) async throws -> Outcome<Value> {
+        let stream = try StreamID.user(app: bundleID, user: userID)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let catalog = try await reader.catalog(app: bundleID)
+            var state = try await reader.state(of: stream)
+            let (events, value) = try decide(state, catalog)
+            guard !events.isEmpty else {
+                return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
+            }
+            try await refuseTransactionsOfOtherUsers(events, stream: stream)
+            let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
+            do {
+                let result = try await store.append(
+                    newEvents, to: stream, expecting: state.version == 0 ? .noStream : .exactly(state.version)
+                )
+                if let foreign = result.outcomes.lazy.compactMap({ outcome -> AppendResult.EventReference? in
+                    if case .duplicate(let stored) = outcome, stored.streamID != stream.rawValue { return stored }
+                    return nil
+                }).first {
+                    // Another user recorded the same transaction between our check and our append.
+                    throw CommandError.ownedByAnotherUser(position: foreign.position)
+                }
+                for (pending, outcome) in zip(events, result.outcomes) {
+                    if case .appended(_, let version) = outcome { state.apply(pending.event, version: version) }
+                }
+                return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
+            } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
+                logger.debug("user stream moved while deciding, deciding again", metadata: [
+                    "ledger.stream": "\(stream)", "ledger.attempt": "\(attempt)",
+                ])
+            }
+        }
+    }
+
+    /// Defines or redefines a product in the app's catalog (an event on `catalog/<bundle id>`).
+    /// Redefining a product exactly as it is records nothing.
+    @discardableResult
+    public func defineProduct(_ product: Product, app bundleID: String, metadata: [String: String] = [:]) async throws -> AppendResult? {
+        let stream = try StreamID.catalog(app: bundleID)
+        var attempt = 0
+        while true {
+            attempt += 1
+            let (catalog, events) = try await reader.catalogStream(app: bundleID)
+            if catalog[product.productId] == product { return nil }
+            do {
+                return try await store.append(
+                    [NewEvent(ProductDefined(product: product), metadata: metadata)], to: stream,
+                    expecting: events.isEmpty ? .noStream : .exactly(Int64(events.count))
+                )
+            } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
+                continue
+            }
+        }
+    }
+
+    /// A transaction belongs to the first user of the app who posted it.
+    private func refuseTransactionsOfOtherUsers(_ events: [PendingEvent], stream: StreamID) async throws {
+        let found = try await store.recorded(events.compactMap(\.deduplicationKey))
+        if let foreign = found.values.first(where: { $0.streamID != stream.rawValue }) {
+            throw CommandError.ownedByAnotherUser(position: foreign.position)
+        }
+    }
+}
+
+/// Refusals of the command layer that are not decisions of the user's own stream.
+public struct CommandError: Error, Hashable, Sendable, CustomStringConvertible {
+    public enum Code: String, Hashable, Sendable {
+        case ownedByAnotherUser = "owned_by_another_user"
+    }
+
+    public let code: Code
+    public let message: String
+    /// Where the conflicting fact is recorded (no user id: that is another user's business).
+    public let position: Int64?
+
+    public static func ownedByAnotherUser(position: Int64) -> Self {
+        CommandError(
+            code: .ownedByAnotherUser,
+            message: "this App Store transaction is already recorded for another user of the app; nothing was recorded",
+            position: position
+        )
+    }
+
+    public var description: String { message }
+}
+
+extension NewEvent {
+    /// The event a decision asked for, in stored form.
+    public init(pending: PendingEvent, metadata: [String: String]) throws {
+        try self.init(pending.event.payload, metadata: metadata, deduplicationKey: pending.deduplicationKey)
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+/// What a user's stream gives them: the inputs of `Entitlements`, folded from the stream itself.
+///
+/// The projections store these same inputs as rows (ownership, subscription periods, balances),
+/// so an answer from the stream and an answer from the projections go through the one rule.
+extension UserLedger {
+    /// What the user may use at `instant`. `self` should be classified by `catalog` first
+    /// (`classified(by:)`), so that purchases of products added to the catalog later count.
+    public func entitlements(catalog: ProductCatalog, at instant: Date) -> Entitlements {
+        Entitlements(at: instant, owned: ownedForever, periods: subscriptionPeriods(catalog: catalog),
+                     balances: consumableBalances(catalog: catalog))
+    }
+
+    /// Non-consumables and free subscriptions: the first live purchase of each product, for ever.
+    public var ownedForever: [Entitlements.Owned] {
+        var seenProducts = Set<String>()
+        return transactionsInOrder.compactMap { transaction in
+            guard transaction.kind == .purchase, !transaction.isRevoked, transaction.productType.isOwnedForever,
+                  seenProducts.insert(transaction.productId).inserted
+            else { return nil }
+            return Entitlements.Owned(productId: transaction.productId, productType: transaction.productType,
+                                      originalTransactionId: transaction.originalTransactionId, ownedSince: transaction.purchaseDate)
+        }
+    }
+
+    /// Every paid subscription period: non-renewing ones stacked, then auto-renewable ones.
+    public func subscriptionPeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
+        nonRenewingPeriods(catalog: catalog) + autoRenewablePeriods(catalog: catalog)
+    }
+
+    /// The non-renewing periods, stacked per group with the catalog's durations.
+    public func nonRenewingPeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
+        let purchases = transactionsInOrder.compactMap { transaction -> NonRenewingPurchase? in
+            guard transaction.kind == .purchase, !transaction.isRevoked,
+                  let product = catalog[transaction.productId], product.type == .nonRenewing, let duration = product.duration
+            else { return nil }
+            return NonRenewingPurchase(
+                transactionId: transaction.transactionId, productId: transaction.productId,
+                group: product.subscriptionGroup, purchaseDate: transaction.purchaseDate, duration: duration
+            )
+        }
+        return NonRenewingSchedule.periods(of: purchases)
+    }
+
+    /// The auto-renewable periods: each non-revoked purchase or renewal's `[purchase date, expiry)`,
+    /// in the product's subscription group.
+    public func autoRenewablePeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
+        transactionsInOrder.compactMap { transaction in
+            guard transaction.productType == .autoRenewable, transaction.kind != .restore, !transaction.isRevoked,
+                  let expires = transaction.expiresDate
+            else { return nil }
+            return SubscriptionPeriod(
+                transactionId: transaction.transactionId, productId: transaction.productId,
+                group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
+                kind: .autoRenewable, start: transaction.purchaseDate, end: expires
+            )
+        }
+    }
+
+    /// Every consumable the user bought or used, with purchased and consumed units.
+    public func consumableBalances(catalog: ProductCatalog) -> [ConsumableBalance] {
+        var products = Set(consumed.keys)
+        for transaction in transactionsInOrder where transaction.kind == .purchase
+            && (transaction.productType == .consumable || catalog.type(of: transaction.productId) == .consumable) {
+            products.insert(transaction.productId)
+        }
+        return products.sorted().map { productId in
+            let used = consumed[productId, default: 0]
+            return ConsumableBalance(productId: productId, purchased: balance(of: productId) + used, consumed: used)
+        }
+    }
+}

@@ -1,0 +1,23 @@
+/// Folding stored events: the one place a stream's recorded events become state.
+extension UserLedger {
+    /// A user's stream folded from its recorded events, in version order.
+    public init(folding events: some Sequence<RecordedEvent>) throws {
+        self.init()
+        for event in events {
+            try apply(UserEvent(type: event.type, data: event.data), version: event.streamVersion,
+                      context: Context(position: event.position, recordedAt: event.recordedAt))
+        }
+    }
+}
+
+extension ProductCatalog {
+    /// An app's catalog folded from its stream's recorded events. The stream holds product
+    /// definitions only: anything else is an error, never skipped.
+    public init(folding events: some Sequence<RecordedEvent>) throws {
+        self.init()
+        for event in events {
+            guard event.type == ProductDefined.typeName.stored else { throw UnknownEventType(type: event.type) }
+            apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
+        }
+    }
+}

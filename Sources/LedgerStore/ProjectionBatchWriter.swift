@@ -1,0 +1,178 @@
+import Foundation
+import LedgerApplication
+import LedgerDomain
+import LedgerProjections
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// Recomputes the rows of the users a batch of events touched, and writes them in one
+/// transaction: what the runner does for every batch, and a rebuild for the events that arrive
+/// while it builds.
+///
+/// Users are read through the same reader the commands decide on, so a projection's rows are
+/// always a function of the user's stream and the app's catalog at the batch's last position.
+struct ProjectionBatchWriter: Sendable {
+    let client: PostgresClient
+    let store: PostgresEventStore
+    let reader: UserStreamReader<PostgresEventStore>
+    let logger: Logger
+
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.store = PostgresEventStore(client: client, logger: logger)
+        self.reader = UserStreamReader(store: store)
+        self.logger = logger
+    }
+
+    /// Applies events to any table of the projection's shape, without a checkpoint (rebuilds).
+    func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String) async throws {
+        guard let last = events.last?.position else { return }
+        try await write(try await rows(for: events, projection, upTo: last), to: projection, table: table, checkpoint: nil)
+    }
+
+    /// The rows of every user the batch touched, folded up to `last`. A catalog change touches
+    /// every user of its app, so classifications and durations follow the catalog everywhere.
+    func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
+        var users: [UserKey] = []
+        var seen = Set<UserKey>()
+        for event in events {
+            if case .catalog(let app) = StreamID.kind(of: event.streamID) {
+                for user in try await self.users(of: app, upTo: last) where seen.insert(user).inserted { users.append(user) }
+                continue
+            }
+            guard let user = UserKey(streamID: event.streamID) else { continue }
+            // Every user event must be one this code understands: stop rather than skip.
+            do {
+                _ = try UserEvent(type: event.type, data: event.data)
+            } catch {
+                throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+            }
+            if seen.insert(user).inserted { users.append(user) }
+        }
+        var rows: [(UserKey, [[String?]])] = []
+        var catalogs: [String: ProductCatalog] = [:]
+        for user in users {
+            let catalog: ProductCatalog
+            if let known = catalogs[user.app] {
+                catalog = known
+            } else {
+                catalog = try await reader.catalog(app: user.app, upToPosition: last)
+                catalogs[user.app] = catalog
+            }
+            let state: UserLedger
+            do {
+                state = try await reader.state(app: user.app, user: user.user, upToPosition: last)
+            } catch let error as UnknownEventType {
+                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+            } catch let error as DecodingError {
+                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+            }
+            rows.append((user, projection.columnValues(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog)))
+        }
+        return rows
+    }
+
+    /// Every user of an app with an event at or before `position`.
+    private func users(of app: String, upTo position: Int64) async throws -> [UserKey] {
+        let rows = try await client.query(
+            """
+            SELECT DISTINCT stream_id FROM ledger.events
+            WHERE starts_with(stream_id, \(StreamID.userPrefix(app: app))) AND "position" <= \(position)
+            """,
+            logger: logger
+        )
+        var users: [UserKey] = []
+        for try await stream in rows.decode(String.self) {
+            if let user = UserKey(streamID: stream) { users.append(user) }
+        }
+        return users
+    }
+
+    func write(
+        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
+        checkpoint: (from: Int64, to: Int64)?
+    ) async throws {
+        let table = "ledger.\(name)"
+        try await client.withConnection { connection in
+            try await connection.transaction(logger: logger) { connection in
+                if !rows.isEmpty {
+                    try await connection.query(
+                        """
+                        DELETE FROM \(unescaped: table) t USING unnest(\(rows.map(\.0.app)), \(rows.map(\.0.user))) AS u(app, user_id)
+                        WHERE t.app = u.app AND t.user_id = u.user_id
+                        """,
+                        logger: logger
+                    )
+                    let lines = rows.flatMap { user, userRows in
+                        userRows.map { CopyText.line([user.app, user.user] + $0) }
+                    }
+                    if !lines.isEmpty {
+                        // copyFrom quotes the table name as one identifier, so no schema prefix:
+                        // the schema comes from search_path, for this transaction only.
+                        try await connection.query("SET LOCAL search_path = ledger", logger: logger)
+                        try await connection.copyFrom(
+                            table: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+                        ) { writer in
+                            var buffer = ByteBuffer()
+                            for line in lines {
+                                buffer.writeString(line)
+                                if buffer.readableBytes > 1 << 16 {
+                                    try await writer.write(buffer)
+                                    buffer.clear()
+                                }
+                            }
+                            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+                        }
+                    }
+                }
+                // Only from the checkpoint this runner read: a second runner cannot apply twice.
+                guard let checkpoint else { return }
+                let moved = try await connection.query(
+                    """
+                    UPDATE ledger.projections SET position = \(checkpoint.to), updated_at = now()
+                    WHERE name = \(projection.name) AND version = \(projection.version) AND position = \(checkpoint.from)
+                    RETURNING 1
+                    """,
+                    logger: logger
+                ).collect()
+                guard !moved.isEmpty else {
+                    // Another runner applied this batch first: roll back, re-read the checkpoint, go on.
+                    throw CheckpointMoved(projection: projection.tableName)
+                }
+            }
+        }
+    }
+}
+
+/// The app and user of a `user/<bundle id>/<user id>` stream.
+struct UserKey: Hashable, Sendable {
+    let app: String
+    let user: String
+
+    init?(streamID: String) {
+        guard case .user(let app, let user) = StreamID.kind(of: streamID) else { return nil }
+        self.app = app
+        self.user = user
+    }
+}
+
+/// PostgreSQL COPY text format.
+public enum CopyText {
+    public static func line(_ values: [String?]) -> String {
+        values.map { value in
+            guard let value else { return "\\N" }
+            var escaped = ""
+            for character in value.unicodeScalars {
+                switch character {
+                case "\\": escaped += "\\\\"
+                case "\t": escaped += "\\t"
+                case "\n": escaped += "\\n"
+                case "\r": escaped += "\\r"
+                default: escaped.unicodeScalars.append(character)
+                }
+            }
+            return escaped
+        }.joined(separator: "\t") + "\n"
+    }
+}

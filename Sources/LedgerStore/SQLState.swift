@@ -1,0 +1,24 @@
+import PostgresNIO
+
+/// The SQLSTATE codes the ledger branches on, each named once.
+public enum SQLState: String, Sendable, Hashable {
+    /// Raised by `ledger.append` when the stream is not at the expected version (see
+    /// `Migrations/sql/0001_event_log.sql`); the detail holds the stream's version.
+    case wrongExpectedVersion = "LW001"
+    case uniqueViolation = "23505"
+    case checkViolation = "23514"
+    case invalidTextRepresentation = "22P02"
+    case invalidParameterValue = "22023"
+    case insufficientPrivilege = "42501"
+    case undefinedColumn = "42703"
+    case undefinedTable = "42P01"
+    case duplicateDatabase = "42P04"
+    case invalidPassword = "28P01"
+    case invalidAuthorizationSpecification = "28000"
+    case invalidCatalogName = "3D000"
+}
+
+extension PSQLError {
+    /// The server's SQLSTATE, when the server refused the statement with one the ledger knows.
+    public var ledgerSQLState: SQLState? { serverInfo?[.sqlState].flatMap(SQLState.init(rawValue:)) }
+}

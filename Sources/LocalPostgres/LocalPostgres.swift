@@ -1,0 +1,369 @@
+import Crypto
+import Foundation
+import LedgerApplication
+import LedgerStore
+import Logging
+import PostgresNIO
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The PostgreSQL server the ledger runs for itself when no `LEDGER_DATABASE_URL` is given.
+///
+/// It lives under `<home>/postgres` (home is `.ledger` in the working directory unless
+/// `LEDGER_HOME` says otherwise): created with initdb on first use, listening on 127.0.0.1 only,
+/// password authentication, reused afterwards. When the program runs as root, initdb and postgres
+/// run as an unprivileged user (`postgres`, or `LEDGER_POSTGRES_USER`), since PostgreSQL refuses root.
+public struct LocalPostgres: Sendable {
+    /// What `ledger db status` reports.
+    public struct Status: Sendable {
+        public let initialized: Bool
+        public let running: Bool
+        public let port: Int?
+        public let dataDirectory: String
+    }
+
+    public static let databaseName = "ledger"
+    public static let roleName = "ledger"
+
+    public let home: URL
+    let serverUser: String?
+    let binDirectory: URL?
+
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+        let home = environment["LEDGER_HOME"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".ledger")
+        self.home = home.standardizedFileURL
+        self.serverUser = getuid() == 0 ? (environment["LEDGER_POSTGRES_USER"] ?? "postgres") : nil
+        self.binDirectory = environment["LEDGER_POSTGRES_BIN"].map { URL(fileURLWithPath: $0) }
+    }
+
+    var root: URL { home.appendingPathComponent("postgres") }
+    var dataDirectory: URL { root.appendingPathComponent("data") }
+    var stateFile: URL { home.appendingPathComponent("postgres.json") }
+    var logFile: URL { root.appendingPathComponent("server.log") }
+    var lockFile: URL { home.appendingPathComponent("postgres.lock") }
+
+    // MARK: Commands
+
+    /// Creates the cluster if needed, starts it if it is not running, and makes sure the ledger's
+    /// role and database exist. Safe to call from several processes at once.
+    public func start(logger: Logger) async throws -> DatabaseSettings {
+        let state = try withLock { () throws -> State in
+            let bin = try postgresBinDirectory()
+            var state = try loadState() ?? State.generate()
+            if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
+                logger.info("creating the local PostgreSQL cluster", metadata: ["ledger.data": "\(dataDirectory.path)"])
+                try initialize(bin: bin, state: state)
+            }
+            if try !isRunning(bin: bin) {
+                if !Self.isPortFree(state.port) {
+                    state.port = try Self.findFreePort()
+                }
+                try saveState(state)
+                logger.info("starting the local PostgreSQL", metadata: ["ledger.port": "\(state.port)"])
+                try run(bin.appendingPathComponent("pg_ctl"), [
+                    "-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "120",
+                    "-o", "-p \(state.port)", "start",
+                ], asServerUser: true, what: "starting PostgreSQL (its log: \(logFile.path))")
+            } else if let port = try runningPort() {
+                state.port = port
+            }
+            try saveState(state)
+            return state
+        }
+        try await bootstrap(state: state, logger: logger)
+        return state.applicationSettings
+    }
+
+    /// Stops the server if it runs (fast shutdown: open sessions are ended, committed data is safe).
+    public func stop() throws {
+        try withLock {
+            let bin = try postgresBinDirectory()
+            guard try isRunning(bin: bin) else { return }
+            try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"],
+                    asServerUser: true, what: "stopping PostgreSQL")
+        }
+    }
+
+    public func status() throws -> Status {
+        let initialized = FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path)
+        let running = initialized ? try isRunning(bin: postgresBinDirectory()) : false
+        return Status(
+            initialized: initialized,
+            running: running,
+            port: running ? try runningPort() : try loadState()?.port,
+            dataDirectory: dataDirectory.path
+        )
+    }
+
+    /// The settings of the ledger's own database, as `start` would return them (without starting).
+    public func settings() throws -> DatabaseSettings? {
+        try loadState()?.applicationSettings
+    }
+
+    /// Superuser settings, for tests and maintenance that must create databases or roles.
+    public func administratorSettings() throws -> DatabaseSettings? {
+        try loadState()?.administratorSettings
+    }
+
+    // MARK: Cluster creation
+
+    private func initialize(bin: URL, state: State) throws {
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: dataDirectory)
+        let passwordFile = root.appendingPathComponent("initdb.pw")
+        try Data((state.superuserPassword + "\n").utf8).write(to: passwordFile, options: .atomic)
+        defer { try? FileManager.default.removeItem(at: passwordFile) }
+        try handToServerUser(root)
+        try run(bin.appendingPathComponent("initdb"), [
+            "-D", dataDirectory.path, "-U", "postgres", "--auth=scram-sha-256",
+            "--pwfile=\(passwordFile.path)", "-E", "UTF8", "--no-locale",
+        ], asServerUser: true, what: "initdb")
+        let settings = """
+
+            # Written by the ledger: a private server for one checkout.
+            listen_addresses = '127.0.0.1'
+            unix_socket_directories = ''
+            max_connections = 300
+            shared_buffers = 256MB
+            wal_buffers = 16MB
+            max_wal_size = 2GB
+            logging_collector = off
+
+            """
+        let handle = try FileHandle(forWritingTo: dataDirectory.appendingPathComponent("postgresql.conf"))
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(settings.utf8))
+    }
+
+    /// Creates the ledger's login role and database on first start.
+    private func bootstrap(state: State, logger: Logger) async throws {
+        let admin = state.administratorSettings.with(database: "postgres")
+        let connection = try await PostgresConnection.connect(
+            configuration: admin.connectionConfiguration, id: 1, logger: logger
+        )
+        do {
+            let roleExists = try await connection.query(
+                "SELECT 1 FROM pg_roles WHERE rolname = \(Self.roleName)", logger: logger
+            ).collect().isEmpty == false
+            if !roleExists {
+                // Identifiers and the generated hex password cannot be bound; both are fixed or hex.
+                try await connection.query(
+                    "CREATE ROLE \(unescaped: Self.roleName) LOGIN CREATEDB PASSWORD '\(unescaped: state.applicationPassword)'",
+                    logger: logger
+                )
+            }
+            let databaseExists = try await connection.query(
+                "SELECT 1 FROM pg_database WHERE datname = \(Self.databaseName)", logger: logger
+            ).collect().isEmpty == false
+            if !databaseExists {
+                do {
+                    try await connection.query(
+                        "CREATE DATABASE \(unescaped: Self.databaseName) OWNER \(unescaped: Self.roleName)", logger: logger
+                    )
+                } catch let error as PSQLError where error.ledgerSQLState == .duplicateDatabase {
+                    // Another process created it first.
+                }
+            }
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    // MARK: Processes
+
+    private func isRunning(bin: URL) throws -> Bool {
+        guard FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) else {
+            return false
+        }
+        let status = try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "status"],
+                             asServerUser: true, what: "pg_ctl status", allowFailure: true)
+        return status == 0
+    }
+
+    /// The port the running server listens on, from postmaster.pid (line 4).
+    private func runningPort() throws -> Int? {
+        let pidFile = dataDirectory.appendingPathComponent("postmaster.pid")
+        guard let text = try? String(contentsOf: pidFile, encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        return lines.count > 3 ? Int(lines[3].trimmingCharacters(in: .whitespaces)) : nil
+    }
+
+    /// Runs a PostgreSQL program and waits for it. `posix_spawn` and `waitpid` rather than
+    /// Foundation's `Process`, whose exit monitoring can miss the exit of a program that leaves a
+    /// daemon behind (`pg_ctl start`) when no run loop is turning, as in a test runner.
+    @discardableResult
+    private func run(_ executable: URL, _ arguments: [String], asServerUser: Bool, what: String,
+                     allowFailure: Bool = false) throws -> Int32 {
+        let argv: [String] = if asServerUser, let user = serverUser {
+            ["/usr/sbin/runuser", "-u", user, "--", executable.path] + arguments
+        } else {
+            [executable.path] + arguments
+        }
+        // Output goes to a file, not a pipe: the server started by `pg_ctl start` keeps our
+        // output descriptors open, and a pipe would never reach end-of-file.
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("ledger-pg-\(UUID().uuidString).out").path
+        defer { unlink(outputPath) }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        var cArguments = argv.map { strdup($0) } + [nil]
+        defer { cArguments.forEach { free($0) } }
+        var pid = pid_t()
+        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArguments, environ)
+        guard spawned == 0 else {
+            throw StoreError.localServer("\(what): could not run \(argv[0]) (\(String(cString: strerror(spawned))))")
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else {
+                throw StoreError.localServer("\(what): lost track of \(argv[0]) (\(String(cString: strerror(errno))))")
+            }
+        }
+        // WIFEXITED / WEXITSTATUS, which Swift does not import as functions.
+        let exitCode: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if exitCode != 0 && !allowFailure {
+            let printed = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw StoreError.localServer(
+                "\(what) failed (exit \(exitCode)): \(printed.trimmingCharacters(in: .whitespacesAndNewlines))"
+            )
+        }
+        return exitCode
+    }
+
+    /// Gives the cluster's folder to the unprivileged server user when we run as root.
+    private func handToServerUser(_ folder: URL) throws {
+        guard let user = serverUser else { return }
+        guard let account = getpwnam(user) else {
+            throw StoreError.localServer(
+                "running as root, PostgreSQL must run as an unprivileged user, but user '\(user)' does not exist: create it or set LEDGER_POSTGRES_USER"
+            )
+        }
+        let uid = account.pointee.pw_uid
+        let gid = account.pointee.pw_gid
+        guard chown(folder.path, uid, gid) == 0 else {
+            throw StoreError.localServer("could not give \(folder.path) to user '\(user)' (errno \(errno))")
+        }
+        chmod(folder.path, 0o700)
+        // The server user must be able to reach the folder: every parent needs search permission.
+        var parent = folder.deletingLastPathComponent()
+        while parent.path != "/" {
+            if access(parent.path, X_OK) == 0, let info = try? FileManager.default.attributesOfItem(atPath: parent.path),
+               let mode = info[.posixPermissions] as? Int, mode & 0o001 == 0 {
+                throw StoreError.localServer(
+                    "user '\(user)' cannot enter \(parent.path) (mode \(String(mode, radix: 8))): run the ledger from a folder other users can reach, or set LEDGER_HOME"
+                )
+            }
+            parent = parent.deletingLastPathComponent()
+        }
+    }
+
+    private func postgresBinDirectory() throws -> URL {
+        if let binDirectory { return binDirectory }
+        let fileManager = FileManager.default
+        let versions = ((try? fileManager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .compactMap(Int.init).sorted(by: >)
+        for version in versions {
+            let bin = URL(fileURLWithPath: "/usr/lib/postgresql/\(version)/bin")
+            if fileManager.isExecutableFile(atPath: bin.appendingPathComponent("initdb").path) { return bin }
+        }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            let bin = URL(fileURLWithPath: String(directory))
+            if fileManager.isExecutableFile(atPath: bin.appendingPathComponent("initdb").path) { return bin }
+        }
+        throw StoreError.localServer(
+            "PostgreSQL server programs (initdb, pg_ctl) were not found: install them (Debian: apt-get install postgresql-15), set LEDGER_POSTGRES_BIN to their folder, or set LEDGER_DATABASE_URL to use an existing server"
+        )
+    }
+
+    // MARK: State
+
+    /// Port and generated passwords, kept beside the cluster (mode 0600).
+    struct State: Codable, Sendable {
+        var port: Int
+        var superuserPassword: String
+        var applicationPassword: String
+
+        static func generate() throws -> State {
+            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex())
+        }
+
+        private static func randomHex() -> String {
+            SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
+        }
+
+        var applicationSettings: DatabaseSettings {
+            DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.roleName,
+                             password: applicationPassword, database: LocalPostgres.databaseName, tls: .disable)
+        }
+
+        var administratorSettings: DatabaseSettings {
+            DatabaseSettings(host: "127.0.0.1", port: port, username: "postgres",
+                             password: superuserPassword, database: "postgres", tls: .disable)
+        }
+    }
+
+    private func loadState() throws -> State? {
+        guard let data = try? Data(contentsOf: stateFile) else { return nil }
+        do {
+            return try JSONDecoder().decode(State.self, from: data)
+        } catch {
+            throw StoreError.localServer("\(stateFile.path) is damaged (\(error)); stop the server and remove \(home.path) to start afresh")
+        }
+    }
+
+    private func saveState(_ state: State) throws {
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(state).write(to: stateFile, options: .atomic)
+        chmod(stateFile.path, 0o600)
+    }
+
+    /// Serialises cluster management between processes (tests start it from many at once).
+    private func withLock<T>(_ body: () throws -> T) throws -> T {
+        try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
+        let descriptor = open(lockFile.path, O_CREAT | O_RDWR, 0o600)
+        guard descriptor >= 0 else { throw StoreError.localServer("cannot open \(lockFile.path) (errno \(errno))") }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX) == 0 else { throw StoreError.localServer("cannot lock \(lockFile.path)") }
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
+    }
+
+    // MARK: Ports
+
+    static func isPortFree(_ port: Int) -> Bool {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        return result == 0
+    }
+
+    static func findFreePort() throws -> Int {
+        for port in 54330..<54500 where isPortFree(port) { return port }
+        throw StoreError.localServer("no free TCP port between 54330 and 54499 on 127.0.0.1 for the local PostgreSQL")
+    }
+}

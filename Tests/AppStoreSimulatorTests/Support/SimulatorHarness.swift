@@ -1,0 +1,86 @@
+@testable import AppStore
+@testable import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import LedgerDomain
+import LedgerTesting
+import Logging
+import NIOHTTP1
+
+/// A running simulator on an ephemeral loopback port, with helpers for its admin API.
+struct SimulatorHarness: Sendable {
+    let base: String
+    let simulator: AppStoreSimulator
+
+    var verifyURL: String { base + "/verifyReceipt" }
+
+    /// A client that sends production-first to this simulator (and, for the other URL, `sandboxURL`).
+    func verifier(sandboxURL: String? = nil, productionURL: String? = nil, retry: RetryPolicy = .none, timeout: Duration = .seconds(10)) -> AppStoreReceiptVerifier {
+        AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
+            productionURL: productionURL ?? verifyURL,
+            sandboxURL: sandboxURL ?? verifyURL,
+            timeout: timeout,
+            retry: retry
+        ))
+    }
+
+    @discardableResult
+    func admin(_ method: HTTPMethod, _ path: String, _ body: [String: Any]? = nil) async throws -> LenientJSONBox {
+        let (status, json) = try await sendJSON(method, base + path, body)
+        return LenientJSONBox(status: status, json: LenientJSON(json))
+    }
+
+    func defineProduct(_ bundleId: String, _ productId: String, type: String, duration: String? = nil) async throws {
+        var body: [String: Any] = ["type": type]
+        if let duration { body["duration"] = duration }
+        let answer = try await admin(.PUT, "/admin/apps/\(bundleId)/products/\(productId)", body)
+        precondition(answer.status == 200, "defining \(productId) answered \(answer.status)")
+    }
+
+    func sharedSecret(_ bundleId: String) async throws -> SharedSecret {
+        SharedSecret(try await admin(.GET, "/admin/apps/\(bundleId)").json["sharedSecret"].string ?? "")
+    }
+
+    func createUser(_ userId: String) async throws {
+        try await admin(.POST, "/admin/users", ["userId": userId])
+    }
+
+    /// Buys and returns (transaction id, app receipt, transaction receipt).
+    func purchase(_ userId: String, _ bundleId: String, _ productId: String, quantity: Int = 1) async throws -> (id: String, receipt: String, transactionReceipt: String) {
+        let answer = try await admin(.POST, "/admin/purchases", ["userId": userId, "bundleId": bundleId, "productId": productId, "quantity": quantity])
+        guard answer.status == 201,
+              let id = answer.json["transaction"]["transactionId"].string,
+              let receipt = answer.json["receipt"].string,
+              let transactionReceipt = answer.json["transactionReceipt"].string
+        else { throw HarnessError(message: "purchase answered \(answer.status): \(String(describing: answer.json.raw))") }
+        return (id, receipt, transactionReceipt)
+    }
+
+    func advance(minutes: Double) async throws {
+        try await admin(.POST, "/admin/clock/advance", ["minutes": minutes])
+    }
+}
+
+/// An admin answer: HTTP status and the JSON body.
+struct LenientJSONBox {
+    let status: Int
+    let json: LenientJSON
+}
+
+
+/// Runs a simulator for the duration of `body`.
+func withSimulator<T: Sendable>(
+    environment: StoreEnvironment = .sandbox,
+    signingKey: String? = nil,
+    _ body: (SimulatorHarness) async throws -> T
+) async throws -> T {
+    let reporter = PortReporter()
+    let simulator = AppStoreSimulator(
+        configuration: .init(host: "127.0.0.1", port: 0, environment: environment, signingKey: signingKey),
+        logger: quietLogger
+    ) { port in reporter.report(port) }
+    return try await withRunningServices([simulator], logger: quietLogger, onExit: reporter.serverStopped) {
+        let port = try await reporter.port()
+        return try await body(SimulatorHarness(base: "http://127.0.0.1:\(port)", simulator: simulator))
+    }
+}

@@ -1,0 +1,167 @@
+import AppStore
+import AppStoreSimulator
+import Foundation
+import LedgerDomain
+import LedgerHTTP
+import LedgerProjections
+import LedgerStore
+import LedgerTesting
+import Logging
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// The whole program, killed with SIGKILL while receipts pour in, then started again: clients
+/// retry what failed, and the log holds every purchase exactly once, the hash chains are intact
+/// and every projection equals a rebuild from the log.
+@Suite struct ServerCrashTests {
+    /// The `ledger` program `swift build` made beside the tests.
+    static var program: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent(".build/debug/ledger")
+    }
+
+    /// `ledger serve` as a child process on a free port, its log in a file.
+    struct Server {
+        let process: Process
+        let base: String
+
+        static func start(database: DatabaseSettings, appStore: String, log: URL) async throws -> Server {
+            guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
+                throw HarnessError(message: "cannot create the server's log file \(log.path)")
+            }
+            let process = Process()
+            process.executableURL = ServerCrashTests.program
+            process.arguments = ["serve", "--port", "0", "--log-level", "info"]
+            var environment = ProcessInfo.processInfo.environment
+            environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
+            environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
+            environment["LEDGER_APPSTORE_SANDBOX_URL"] = appStore
+            process.environment = environment
+            let output = try FileHandle(forWritingTo: log)
+            process.standardOutput = output
+            process.standardError = output
+            try process.run()
+            let deadline = ContinuousClock.now + .seconds(60)
+            while ContinuousClock.now < deadline {
+                let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+                if let range = text.range(of: "ledger.url=http://127.0.0.1:") {
+                    let port = text[range.upperBound...].prefix { $0.isNumber }
+                    return Server(process: process, base: "http://127.0.0.1:\(port)")
+                }
+                guard process.isRunning else { throw HarnessError(message: "ledger serve exited: \(text.suffix(2_000))") }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            process.terminate()
+            throw HarnessError(message: "ledger serve did not start within 60 s")
+        }
+
+        func kill() {
+            Foundation.kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+
+        func stop() {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    @Test func aServerKilledMidIngestLosesNothingAndCountsNothingTwice() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.program.path),
+                     "build the program first (`swift build --build-tests` builds it): \(Self.program.path)")
+        let logger = APIHarness.logger
+        LedgerMetrics.bootstrap()
+        try await TestDatabase.withDatabase { client, settings in
+            let simulatorPort = PortReporter()
+            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
+                simulatorPort.report($0)
+            }
+            try await withRunningServices([simulator], logger: logger) {
+                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
+                let app = APIHarness.app
+                let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
+                    .json["sharedSecret"] as? String
+                _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
+                let registry = AppRegistry(client: client, logger: logger)
+                try await registry.addApp(app, sharedSecret: secret)
+                let key = try await registry.createKey(app: app, scopes: ["ingest", "admin", "read"]).token
+
+                var receipts: [(user: String, receipt: String)] = []
+                for index in 0..<60 {
+                    let user = "user-\(index)"
+                    _ = try await APIHarness.send(.POST, simulatorBase + "/admin/users", key: nil, json: ["userId": user])
+                    let bought = try await APIHarness.send(.POST, simulatorBase + "/admin/purchases", key: nil,
+                                                           json: ["userId": user, "bundleId": app, "productId": "coins.100", "quantity": 2])
+                    receipts.append((user, try #require(bought.json["receipt"] as? String)))
+                }
+
+                let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-crash-\(UUID().uuidString).log")
+                defer { try? FileManager.default.removeItem(at: logFile) }
+                let first = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                _ = try await APIHarness.send(.PUT, first.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
+
+                // Post everything, 8 at a time, and kill the server once a third has been answered.
+                let answered = Counter()
+                let firstPID = first.process.processIdentifier
+                let firstBase = first.base
+                let killAfter = receipts.count / 3
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, item) in receipts.enumerated() {
+                        let item = item
+                        if index >= 8 { try await group.next() }
+                        group.addTask {
+                            // Once the server is dead, the other clients give up until it is back.
+                            guard await answered.value < killAfter else { return }
+                            let body: [String: Any] = ["userId": item.user, "deviceId": "phone", "receiptData": item.receipt]
+                            if (try? await APIHarness.send(.POST, firstBase + "/v1/apps/\(app)/receipts", key: key, json: body))?.status == 200 {
+                                if await answered.increment() == killAfter { Foundation.kill(firstPID, SIGKILL) }
+                            }
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                first.kill()
+                let answeredBeforeCrash = await answered.value
+                #expect(answeredBeforeCrash < receipts.count, "the kill came mid-ingest")
+
+                // Started again, every client retries; each purchase is recorded once.
+                let second = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                defer { second.stop() }
+                var lastPosition = 0
+                for item in receipts {
+                    let answer = try await APIHarness.send(.POST, second.base + "/v1/apps/\(app)/receipts", key: key,
+                                                           json: ["userId": item.user, "deviceId": "phone", "receiptData": item.receipt])
+                    #expect(answer.status == 200, "\(answer.text)")
+                    lastPosition = max(lastPosition, answer.json["position"] as? Int ?? 0)
+                }
+                let purchases = try await client.query("SELECT count(*), count(DISTINCT dedup_key) FROM ledger.events WHERE event_type = 'PurchaseRecorded.v1'")
+                for try await (count, distinct) in purchases.decode((Int64, Int64).self) {
+                    #expect(count == Int64(receipts.count) && distinct == count)
+                }
+                let balances = try await APIHarness.send(.GET, second.base + "/v1/apps/\(app)/users/user-0/balances?minPosition=\(lastPosition)", key: key)
+                #expect((balances.json["balances"] as? [[String: Any]])?.first?["balance"] as? Int == 2, "\(balances.text)")
+
+                let reads = UserReadModels(client: client, logger: logger)
+                let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
+                _ = try await reads.waitForProjections(Projections.all.map { $0.name }, toReach: head, timeout: .seconds(60))
+                #expect(try await HashChainVerifier(client: client, logger: logger).verify().isIntact)
+                let rebuilder = ProjectionRebuilder(client: client, logger: logger)
+                for projection in Projections.all {
+                    let report = try await rebuilder.rebuild(projection, dryRun: true)
+                    #expect(report.differences == [], "\(projection.name) after the crash differs from a rebuild")
+                }
+            }
+        }
+    }
+}
+
+/// Counts answers across tasks.
+actor Counter {
+    private(set) var value = 0
+
+    func increment() -> Int {
+        value += 1
+        return value
+    }
+}

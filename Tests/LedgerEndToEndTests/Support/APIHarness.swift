@@ -1,0 +1,173 @@
+import AppStore
+import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import LedgerDomain
+import LedgerHTTP
+import LedgerStore
+import LedgerTesting
+import Logging
+import NIOCore
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// A whole ledger for one test: its own database, the App Store simulator, the HTTP server and the
+/// projection runner, all on loopback; an app registered with the simulator's shared secret, and a
+/// key per scope set.
+struct APIHarness: Sendable {
+    static let app = "com.example.game"
+
+    let base: String
+    let simulatorBase: String
+    let client: PostgresClient
+    let settings: DatabaseSettings
+    /// Keys of `app`: all scopes, and one per scope.
+    let keys: [String: String]
+
+    var allKey: String { keys["all"]! }
+
+    struct Answer: Sendable {
+        let status: Int
+        let headers: HTTPHeaders
+        let body: Data
+
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
+        var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+        var errorMessage: String? { (json["error"] as? [String: Any])?["message"] as? String }
+        var text: String { String(decoding: body, as: UTF8.self) }
+    }
+
+    /// One request to the ledger; `json` is serialized, `raw` is sent as is.
+    func send(
+        _ method: HTTPMethod, _ path: String, key: String?, json: Any? = nil, raw: Data? = nil, headers: [(String, String)] = []
+    ) async throws -> Answer {
+        try await Self.send(method, base + path, key: key, json: json, raw: raw, headers: headers)
+    }
+
+    static func send(
+        _ method: HTTPMethod, _ url: String, key: String?, json: Any? = nil, raw: Data? = nil, headers: [(String, String)] = []
+    ) async throws -> Answer {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        if let key { request.headers.add(name: "Authorization", value: "Bearer \(key)") }
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
+        } else if let raw {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: raw))
+        }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
+        let answer = Answer(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
+        if let path = URL(string: url)?.path, !url.contains("/admin/"), !url.contains("/verifyReceipt") {
+            let query = URL(string: url)?.query.map { "?" + $0 } ?? ""
+            for problem in OpenAPIConformance.problems(
+                method: method.rawValue, path: path + query, status: answer.status,
+                contentType: response.headers.first(name: "Content-Type"), body: answer.body
+            ) {
+                Issue.record("the answer does not match /openapi.json: \(problem)")
+            }
+        }
+        return answer
+    }
+
+    // MARK: The simulator's admin API
+
+    func simulator(_ method: HTTPMethod, _ path: String, _ body: [String: Any]? = nil) async throws -> Answer {
+        try await Self.send(method, simulatorBase + path, key: nil, json: body)
+    }
+
+    /// Defines a product in both the simulator and the ledger's catalog.
+    func defineProduct(_ productId: String, type: String, duration: String? = nil, group: String? = nil) async throws {
+        var body: [String: Any] = ["type": type]
+        if let duration { body["duration"] = duration }
+        let simulated = try await simulator(.PUT, "/admin/apps/\(Self.app)/products/\(productId)", body)
+        guard simulated.status == 200 else { throw HarnessError(message: "simulator product: \(simulated.status) \(simulated.text)") }
+        if let group { body["group"] = group }
+        body["prices"] = ["USD": "0.99"]
+        let defined = try await send(.PUT, "/v1/apps/\(Self.app)/products/\(productId)", key: allKey, json: body)
+        guard defined.status == 200 else { throw HarnessError(message: "ledger product: \(defined.status) \(defined.text)") }
+    }
+
+    /// Buys in the simulator; returns the transaction id and the app receipt.
+    func buy(_ user: String, _ productId: String, quantity: Int = 1) async throws -> (transactionId: String, receipt: String) {
+        _ = try await simulator(.POST, "/admin/users", ["userId": user])
+        let answer = try await simulator(.POST, "/admin/purchases", ["userId": user, "bundleId": Self.app, "productId": productId, "quantity": quantity])
+        guard answer.status == 201, let transaction = answer.json["transaction"] as? [String: Any],
+              let id = transaction["transactionId"] as? String, let receipt = answer.json["receipt"] as? String
+        else { throw HarnessError(message: "simulator purchase: \(answer.status) \(answer.text)") }
+        return (id, receipt)
+    }
+
+    /// Posts a receipt to the ledger.
+    func ingest(_ user: String, device: String, receipt: String, price: String? = nil, currency: String? = nil, key: String? = nil) async throws -> Answer {
+        var body: [String: Any] = ["userId": user, "deviceId": device, "receiptData": receipt]
+        if let price { body["price"] = price }
+        if let currency { body["currency"] = currency }
+        return try await send(.POST, "/v1/apps/\(Self.app)/receipts", key: key ?? allKey, json: body)
+    }
+
+    // MARK: Running one
+
+    static let logger: Logger = {
+        var logger = Logger(label: "ledger-http-tests")
+        logger.logLevel = ProcessInfo.processInfo.environment["LEDGER_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .warning
+        return logger
+    }()
+
+    /// `runProjections: false` serves without setting up or running the projections, like a ledger
+    /// whose runner has not started yet on a new database. `readWait` is generous: the gap guard's
+    /// horizon is the whole PostgreSQL server's, so a test elsewhere holding a transaction open on
+    /// purpose delays every test's projections (never wrongly).
+    static func run<T: Sendable>(
+        _ name: String = #function,
+        appStoreRetry: RetryPolicy = .none,
+        readWait: Duration = .seconds(30),
+        runProjections: Bool = true,
+        _ body: @Sendable (APIHarness) async throws -> T
+    ) async throws -> T {
+        LedgerMetrics.bootstrap()
+        return try await TestDatabase.withDatabase(name) { client, settings in
+            let simulatorPort = PortReporter()
+            let simulator = AppStoreSimulator(
+                configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger
+            ) { simulatorPort.report($0) }
+            return try await withRunningServices([simulator], logger: logger) {
+                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
+                // PUT creates the app in the simulator with a random secret (a GET of an unknown app is a 404,
+                // which left the ledger without the secret and auto-renewable receipts answering 21004).
+                let secret = try await send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil).json["sharedSecret"] as? String
+                guard secret != nil else { throw HarnessError(message: "the simulator did not create app \(app)") }
+                let registry = AppRegistry(client: client, logger: logger)
+                try await registry.addApp(app, sharedSecret: secret)
+                var keys: [String: String] = [:]
+                keys["all"] = try await registry.createKey(app: app, scopes: AppRegistry.scopes).token
+                for scope in AppRegistry.scopes { keys[scope] = try await registry.createKey(app: app, scopes: [scope]).token }
+
+                let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
+                    productionURL: simulatorBase + "/verifyReceipt", sandboxURL: simulatorBase + "/verifyReceipt",
+                    timeout: .seconds(10), retry: appStoreRetry
+                ))
+                let server = LedgerServer(
+                    configuration: .init(host: "127.0.0.1", port: 0, api: .init(readWaitTimeout: readWait)),
+                    client: client, verifier: verifier, logger: logger
+                )
+                // As `ledger serve` does: the projections' views exist before the first request.
+                let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration, logger: logger)
+                if runProjections { try await runner.prepare() }
+                let ledgerPort = PortReporter()
+                let application = server.application(services: runProjections ? [runner] : []) { ledgerPort.report($0) }
+                return try await withRunningServices([application], logger: logger) {
+                    let harness = APIHarness(
+                        base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
+                        client: client, settings: settings, keys: keys
+                    )
+                    return try await body(harness)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import Foundation
+import LedgerApplication
+import LedgerDomain
+
+/// The event store's contract held in memory, for application tests that need no database: one
+/// log in position order, versions per stream, expected-version checks and deduplication keys
+/// that record a fact once across every stream, as `PostgresEventStore` keeps them.
+public actor InMemoryEventStore: EventStore {
+    private var log: [RecordedEvent] = []
+    private var keys: [String: AppendResult.EventReference] = [:]
+    /// Appends seen, refused ones included (for tests of retries).
+    public private(set) var appendAttempts = 0
+    /// Runs before each append is judged: a test can write in between, as a concurrent writer would.
+    private var beforeAppend: (@Sendable (InMemoryEventStore) async throws -> Void)?
+
+    public init() {}
+
+    public func setBeforeAppend(_ hook: (@Sendable (InMemoryEventStore) async throws -> Void)?) {
+        beforeAppend = hook
+    }
+
+    public func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
+        appendAttempts += 1
+        if let hook = beforeAppend {
+            beforeAppend = nil
+            try await hook(self)
+        }
+        var batchKeys: [String: Int] = [:]
+        var fresh: [(index: Int, event: NewEvent)] = []
+        for (index, event) in events.enumerated() {
+            if let key = event.deduplicationKey?.rawValue {
+                if keys[key] != nil || batchKeys[key] != nil { continue }
+                batchKeys[key] = index
+            }
+            fresh.append((index, event))
+        }
+        var outcomes = [AppendResult.Outcome?](repeating: nil, count: events.count)
+        if !fresh.isEmpty {
+            let version = log.last { $0.streamID == stream.rawValue }?.streamVersion ?? 0
+            let expectedVersion: Int64? = switch expected {
+            case .any: nil
+            case .noStream: 0
+            case .exactly(let value): value
+            }
+            if let expectedVersion, expectedVersion != version {
+                throw StoreError.wrongExpectedVersion(stream: stream.rawValue, expected: expected.description, actual: version)
+            }
+            let now = Date()
+            for (offset, item) in fresh.enumerated() {
+                let position = Int64(log.count + 1)
+                let streamVersion = version + Int64(offset) + 1
+                log.append(RecordedEvent(
+                    position: position, streamID: stream.rawValue, streamVersion: streamVersion, eventID: item.event.eventID,
+                    type: item.event.type.stored, data: item.event.data, metadata: item.event.metadata, recordedAt: now,
+                    deduplicationKey: item.event.deduplicationKey?.rawValue
+                ))
+                if let key = item.event.deduplicationKey?.rawValue {
+                    keys[key] = .init(eventID: item.event.eventID, position: position, streamID: stream.rawValue, streamVersion: streamVersion)
+                }
+                outcomes[item.index] = .appended(position: position, streamVersion: streamVersion)
+            }
+        }
+        return AppendResult(streamID: stream.rawValue, outcomes: events.enumerated().map { index, event in
+            outcomes[index] ?? .duplicate(of: keys[event.deduplicationKey!.rawValue]!)
+        })
+    }
+
+    public func readStream(_ stream: StreamID, fromVersion version: Int64, limit: Int) async throws -> [RecordedEvent] {
+        Array(log.lazy.filter { $0.streamID == stream.rawValue && $0.streamVersion >= version }.prefix(limit))
+    }
+
+    public func readAll(after position: Int64, stream: StreamID?, limit: Int) async throws -> [RecordedEvent] {
+        Array(log.lazy.filter { $0.position > position && (stream == nil || $0.streamID == stream?.rawValue) }.prefix(limit))
+    }
+
+    public func recorded(_ keys: [DeduplicationKey]) async throws -> [DeduplicationKey: AppendResult.EventReference] {
+        var found: [DeduplicationKey: AppendResult.EventReference] = [:]
+        for key in keys { found[key] = self.keys[key.rawValue] }
+        return found
+    }
+
+    /// Every event in position order.
+    public var events: [RecordedEvent] { log }
+}
