@@ -8,6 +8,24 @@ let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
+/// The products of the packages above, by the names the targets use.
+extension Target.Dependency {
+    static let argumentParser = product(name: "ArgumentParser", package: "swift-argument-parser")
+    static let asyncHTTPClient = product(name: "AsyncHTTPClient", package: "async-http-client")
+    static let crypto = product(name: "Crypto", package: "swift-crypto")
+    static let hummingbird = product(name: "Hummingbird", package: "hummingbird")
+    static let hummingbirdTesting = product(name: "HummingbirdTesting", package: "hummingbird")
+    static let logging = product(name: "Logging", package: "swift-log")
+    static let metrics = product(name: "Metrics", package: "swift-metrics")
+    static let nioCore = product(name: "NIOCore", package: "swift-nio")
+    static let nioHTTP1 = product(name: "NIOHTTP1", package: "swift-nio")
+    static let nioSSL = product(name: "NIOSSL", package: "swift-nio-ssl")
+    static let postgresNIO = product(name: "PostgresNIO", package: "postgres-nio")
+    static let prometheus = product(name: "Prometheus", package: "swift-prometheus")
+    static let serviceLifecycle = product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+    static let unixSignals = product(name: "UnixSignals", package: "swift-service-lifecycle")
+}
+
 let package = Package(
     name: "purchase-ledger",
     platforms: [.macOS(.v15)],
@@ -49,77 +67,44 @@ let package = Package(
         .target(
             name: "LedgerApplication",
             dependencies: [
-                "LedgerDomain",
-                .product(name: "Logging", package: "swift-log"),
+                "LedgerDomain", .logging,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "LedgerStore",
             dependencies: [
-                "LedgerDomain",
-                "LedgerApplication",
-                "LedgerMigrations",
-                "LedgerProjections",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                "LedgerDomain", "LedgerApplication", "LedgerMigrations", "LedgerProjections", .postgresNIO,
+                .logging, .crypto, .nioSSL, .serviceLifecycle, .metrics,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "LocalPostgres",
             dependencies: [
-                "LedgerApplication",
-                "LedgerStore",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "LedgerApplication", "LedgerStore", .postgresNIO, .logging, .crypto,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AppStore",
             dependencies: [
-                "LedgerDomain",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                "LedgerDomain", .asyncHTTPClient, .crypto, .logging, .nioCore, .nioHTTP1, .metrics,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AppStoreSimulator",
             dependencies: [
-                "AppStore",
-                "LedgerDomain",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "AppStore", "LedgerDomain", .crypto, .hummingbird, .logging, .serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "LedgerHTTP",
             dependencies: [
-                "LedgerDomain",
-                "LedgerApplication",
-                "LedgerStore",
-                "LedgerProjections",
-                "AppStore",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "AppStore",
+                .hummingbird, .logging, .metrics, .prometheus, .postgresNIO, .crypto,
             ],
             resources: [.copy("Resources")],
             swiftSettings: swiftSettings
@@ -127,28 +112,16 @@ let package = Package(
         .target(
             name: "LedgerDemo",
             dependencies: [
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .asyncHTTPClient, .nioCore, .nioHTTP1,
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "LedgerBenchmarks",
             dependencies: [
-                "LedgerDomain",
-                "LedgerApplication",
-                "LedgerStore",
-                "LedgerProjections",
-                "LedgerDemo",
-                "AppStore",
-                "AppStoreSimulator",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections",
+                "AppStore", "AppStoreSimulator", .asyncHTTPClient, .logging, .nioCore, .nioHTTP1,
+                .postgresNIO, .serviceLifecycle,
             ],
             path: "Benchmarks/Sources/LedgerBenchmarks",
             swiftSettings: swiftSettings
@@ -156,23 +129,10 @@ let package = Package(
         .executableTarget(
             name: "ledger",
             dependencies: [
-                "LedgerDomain",
-                "LedgerApplication",
-                "LedgerStore",
-                "LocalPostgres",
-                "LedgerHTTP",
-                "LedgerProjections",
-                "LedgerDemo",
-                "LedgerBenchmarks",
-                "AppStore",
-                "AppStoreSimulator",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
+                "LedgerProjections", "LedgerDemo", "LedgerBenchmarks", "AppStore", "AppStoreSimulator",
+                .argumentParser, .asyncHTTPClient, .nioCore, .nioHTTP1, .logging, .serviceLifecycle,
+                .unixSignals,
             ],
             swiftSettings: swiftSettings
         ),
@@ -182,18 +142,9 @@ let package = Package(
         .target(
             name: "LedgerTesting",
             dependencies: [
-                "LedgerDomain",
-                "LedgerApplication",
-                "LedgerStore",
-                "LocalPostgres",
-                "LedgerHTTP",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
+                .asyncHTTPClient, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
+                .serviceLifecycle,
             ],
             path: "Tests/LedgerTesting",
             swiftSettings: swiftSettings
@@ -212,25 +163,15 @@ let package = Package(
         .testTarget(
             name: "LedgerApplicationTests",
             dependencies: [
-                "LedgerApplication",
-                "LedgerDomain",
-                "LedgerTesting",
-                .product(name: "Logging", package: "swift-log"),
+                "LedgerApplication", "LedgerDomain", "LedgerTesting", .logging,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "AppStoreTests",
             dependencies: [
-                "AppStore",
-                "LedgerTesting",
-                "LedgerDomain",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "AppStore", "LedgerTesting", "LedgerDomain", .asyncHTTPClient, .hummingbird, .logging,
+                .nioCore, .nioHTTP1, .serviceLifecycle,
             ],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
@@ -238,77 +179,41 @@ let package = Package(
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
-                "AppStore",
-                "AppStoreSimulator",
-                "LedgerTesting",
-                "LedgerDomain",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "AppStore", "AppStoreSimulator", "LedgerTesting", "LedgerDomain", .hummingbird, .logging,
+                .nioHTTP1, .serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
-                "LedgerTesting",
-                "LedgerApplication",
-                "LedgerStore",
-                "LedgerDomain",
-                "LedgerProjections",
-                "LedgerBenchmarks",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections",
+                "LedgerBenchmarks", .postgresNIO, .logging,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerHTTPTests",
             dependencies: [
-                "LedgerHTTP",
-                "AppStore",
-                "LedgerTesting",
-                "LedgerDomain",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
+                "LedgerHTTP", "LedgerStore", "LedgerApplication", "AppStore", "LedgerTesting",
+                "LedgerDomain", .hummingbird, .hummingbirdTesting, .nioCore, .logging, .metrics, .prometheus,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerEndToEndTests",
             dependencies: [
-                "LedgerHTTP",
-                "LedgerApplication",
-                "LedgerStore",
-                "LedgerDomain",
-                "LedgerTesting",
-                "LedgerDemo",
-                "LedgerProjections",
-                "AppStore",
-                "AppStoreSimulator",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTesting", package: "hummingbird"),
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "Crypto", package: "swift-crypto"),
+                "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerTesting",
+                "LedgerDemo", "LedgerProjections", "AppStore", "AppStoreSimulator", .asyncHTTPClient,
+                .hummingbird, .hummingbirdTesting, .postgresNIO, .logging, .nioCore, .nioHTTP1,
+                .serviceLifecycle, .prometheus, .crypto,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerBenchmarksTests",
             dependencies: [
-                "LedgerBenchmarks",
-                "LedgerTesting",
-                .product(name: "Logging", package: "swift-log"),
+                "LedgerBenchmarks", "LedgerTesting", .logging,
             ],
             path: "Benchmarks/Tests/LedgerBenchmarksTests",
             swiftSettings: swiftSettings

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The append benchmark matrix of issue 2: C=1 and C=16, batch 1 and batch 100, each against the
+# The append benchmark matrix: C=1 and C=16, batch 1 and batch 100, each against the
 # raw INSERT baseline in the same run (see `ledger bench append --help`). Release build.
 #   bash Benchmarks/append.sh            # uses the managed local PostgreSQL or $LEDGER_DATABASE_URL
 set -euo pipefail

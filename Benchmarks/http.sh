@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The HTTP load benchmark of issue 5: receipts ingested/s and entitlement reads/s at 16 connections
+# The HTTP load benchmark: receipts ingested/s and entitlement reads/s at 16 connections
 # on loopback, with p50/p99, against the simulator; then `bench append` at the same concurrency,
 # batch 1, and the ratio (see `ledger bench http --help`). Release build.
 #   bash Benchmarks/http.sh            # uses the managed local PostgreSQL or $LEDGER_DATABASE_URL

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rebuild benchmark of issue 3: seed a realistic history (default 1,000,000 events) into a
+# The rebuild benchmark: seed a realistic history (default 1,000,000 events) into a
 # scratch database, then time `projections rebuild --all` against a raw scan-and-COPY baseline in
 # the same run. Release build.
 #   bash Benchmarks/rebuild.sh [EVENTS]

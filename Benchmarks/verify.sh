@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The receipt-verification benchmark of issue 4: the real client against the simulator on
+# The receipt-verification benchmark: the real client against the simulator on
 # loopback, 16 requests in flight; receipts/s and the client's added latency. Release build.
 #   bash Benchmarks/verify.sh [RECEIPTS]
 set -euo pipefail

@@ -20,7 +20,7 @@ struct APIAccess: Sendable {
         if let app, app != key.app {
             throw APIError.notFound("there is no app \(app) for this key")
         }
-        guard key.scopes.contains(scope.rawValue) else { throw APIError.forbidden(scope: scope.rawValue) }
+        guard key.scopes.contains(scope) else { throw APIError.forbidden(scope: scope.rawValue) }
         return key
     }
 }

@@ -4,8 +4,8 @@ import LedgerStore
 
 /// An error as the API reports it: `{"error":{"code","message","requestId",…}}` with its status.
 ///
-/// Every failure becomes one of these at the edge (`ErrorMiddleware`); database errors and other
-/// internals never reach a response body.
+/// Every failure becomes one of these at the edge (`ErrorMiddleware`, through the one mapping in
+/// `APIError+Mapping.swift`); database errors and other internals never reach a response body.
 public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConvertible {
     public let status: HTTPResponse.Status
     public let code: String
@@ -102,24 +102,5 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         error.position = position
         error.headers[.retryAfter] = "1"
         return error
-    }
-}
-
-extension APIError {
-    /// A read the projections cannot answer yet: 503, retryable, with the position they reached.
-    init(_ error: ReadError) {
-        self = .unavailable(error.code.rawValue, error.message, position: error.position)
-    }
-
-    /// An audit query refused: a bad cursor, filter or page size is the caller's (400, naming the
-    /// field); a trail still being built is a 503 to retry.
-    init(_ error: AuditQueryError) {
-        switch error.code {
-        case .invalidCursor:
-            self.init(.badRequest, "invalid_cursor", error.message)
-            field = "cursor"
-        case .invalidFilter, .invalidLimit: self = .invalidRequest(error.message, field: error.field)
-        case .notReady: self = .unavailable("projections_behind", error.message)
-        }
     }
 }

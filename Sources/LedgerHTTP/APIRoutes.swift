@@ -1,9 +1,5 @@
 import Hummingbird
-
-/// What a key must be allowed to do to call a route.
-public enum APIScope: String, CaseIterable, Codable, Hashable, Sendable {
-    case ingest, read, finance, admin
-}
+import LedgerStore
 
 /// One route of the HTTP API, as `/openapi.json` describes it.
 public struct APIRoute: Hashable, Sendable, CustomStringConvertible {

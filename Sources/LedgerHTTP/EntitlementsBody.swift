@@ -49,4 +49,9 @@ public struct EntitlementsBody: Encodable, Sendable {
         }
         consumables = entitlements.consumables.map { Consumable(productId: $0.productId, balance: Int64($0.balance)) }
     }
+
+    /// After a command: the user's stream as the command left it, classified by the catalog.
+    init(userId: String, position: Int64, state: UserLedger, catalog: ProductCatalog, at instant: Date = Date()) {
+        self.init(userId: userId, position: position, state.classified(by: catalog).entitlements(catalog: catalog, at: instant))
+    }
 }

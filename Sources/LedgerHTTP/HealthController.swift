@@ -36,13 +36,13 @@ public struct HealthController: Sendable {
         router.get("/health") { _, _ -> Response in
             do {
                 let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
-                let projections = try await ProjectionStatus.all(client, logger: logger).filter { $0.status != "retired" }
-                let failed = projections.filter { $0.status == "failed" }.map(\.name)
+                let projections = try await ProjectionStatus.all(client, logger: logger).filter { $0.status != .retired }
+                let failed = projections.filter { $0.status == .failed }.map(\.name)
                 return try APIJSON.response(
                     Health(
                         status: failed.isEmpty ? "ok" : "degraded", database: "reachable", logHead: head,
                         projections: projections.map {
-                            .init(name: $0.name, version: $0.version, status: $0.status, position: $0.position,
+                            .init(name: $0.name, version: $0.version, status: $0.status.rawValue, position: $0.position,
                                   lagEvents: $0.lagEvents, lagSeconds: $0.lagSeconds)
                         },
                         error: failed.isEmpty ? nil : "projections failed: \(failed.joined(separator: ", ")); `ledger projections status` says why"

@@ -101,9 +101,7 @@ extension LedgerAPI {
                 return (events, (periods, fresh))
             }
             let position = try await position(of: outcome, app: app, user: user)
-            let entitlements = EntitlementsBody(
-                userId: user, position: position, outcome.state.classified(by: outcome.catalog).entitlements(catalog: outcome.catalog, at: Date())
-            )
+            let entitlements = EntitlementsBody(userId: user, position: position, state: outcome.state, catalog: outcome.catalog)
             let now = Date()
             struct Period: Encodable { let transactionId, productId, group: String; let start, end: Date; let active: Bool }
             struct Answer: Encodable {

@@ -93,33 +93,17 @@ extension LedgerAPI {
         return try APIJSON.response(Answer(
             position: position, environment: receipt.environment.rawValue, recorded: recorded,
             duplicates: duplicates.sorted { $0.position < $1.position },
-            entitlements: EntitlementsBody(
-                userId: body.userId, position: position,
-                outcome.state.classified(by: outcome.catalog).entitlements(catalog: outcome.catalog, at: Date())
-            )
+            entitlements: EntitlementsBody(userId: body.userId, position: position, state: outcome.state, catalog: outcome.catalog)
         ))
     }
 
     /// Asks the App Store; its refusals become 422, its absence 503.
     private func verify(_ receiptData: String, app: String, context: LedgerRequestContext) async throws -> VerifiedReceipt {
         let secret = try await registry.sharedSecret(of: app)
-        let receipt: VerifiedReceipt
-        do {
-            receipt = try await verifier.verify(
-                ReceiptVerificationRequest(receiptData: receiptData, sharedSecret: secret.map(SharedSecret.init)), logger: context.logger
-            )
-        } catch let error as ReceiptVerificationError {
-            switch error.code {
-            case .invalidReceipt:
-                var apiError = APIError.unprocessable("invalid_receipt", error.message)
-                apiError.appStoreStatus = error.status?.code
-                throw apiError
-            case .unavailable:
-                throw APIError.unavailable("appstore_unavailable", error.message)
-            default:
-                throw APIError.unavailable("appstore_bad_response", "the App Store's answer could not be read (\(error.message)); nothing was recorded, retry later")
-            }
-        }
+        // Refusals and outages of the App Store become API errors in APIError+Mapping.swift.
+        let receipt = try await verifier.verify(
+            ReceiptVerificationRequest(receiptData: receiptData, sharedSecret: secret.map(SharedSecret.init)), logger: context.logger
+        )
         guard receipt.bundleId == app else {
             throw APIError.unprocessable("receipt_of_another_app", "the receipt belongs to \(receipt.bundleId), not \(app); nothing was recorded")
         }

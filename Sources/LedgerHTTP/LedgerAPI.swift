@@ -174,10 +174,12 @@ extension LedgerAPI {
                 let reply = try await run()
                 try await idempotency.complete(app: app, key: key, status: Int(reply.status.code), body: reply.body)
                 return reply.response
-            } catch let error as APIError where (400..<500).contains(error.status.code) {
-                let body = try APIJSON.makeEncoder().encode(error.body(requestID: context.requestID))
-                try await idempotency.complete(app: app, key: key, status: Int(error.status.code), body: body)
-                throw error
+            } catch let error where APIError(mapping: error).map({ (400..<500).contains($0.status.code) }) == true {
+                // A refusal is an answer too: a retry under the key gets it again.
+                let refusal = APIError(mapping: error)!
+                let body = try APIJSON.makeEncoder().encode(refusal.body(requestID: context.requestID))
+                try await idempotency.complete(app: app, key: key, status: Int(refusal.status.code), body: body)
+                throw refusal
             } catch {
                 try? await idempotency.release(app: app, key: key)
                 throw error
@@ -205,35 +207,12 @@ extension LedgerAPI {
         return try await store.readStream(StreamID.user(app: app, user: user), fromVersion: version, limit: 1).first?.position ?? 0
     }
 
-    /// Domain refusals as API errors.
-    static func translate(_ error: DecisionError) -> APIError {
-        switch error.code {
-        case .insufficientBalance:
-            var apiError = APIError.conflict(error.code.rawValue, error.message)
-            apiError.balance = error.balance
-            return apiError
-        case .alreadyRevoked: return .conflict(error.code.rawValue, error.message)
-        case .unknownTransaction: return APIError(.notFound, error.code.rawValue, error.message)
-        case .notConsumable: return .unprocessable(error.code.rawValue, error.message)
-        case .invalidQuantity: return .invalidRequest(error.message, field: "quantity")
-        case .invalidInput: return .invalidRequest(error.message)
-        }
-    }
-
-    /// Runs a command on the user's stream, translating refusals.
+    /// Runs a command on the user's stream.
     func execute<Value: Sendable>(
         app: String, user: String, _ context: LedgerRequestContext,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
-        do {
-            return try await handler.execute(app: app, user: user, metadata: Self.metadata(context), decide)
-        } catch let error as DecisionError {
-            throw Self.translate(error)
-        } catch let error as CommandError {
-            throw APIError.conflict(error.code.rawValue, error.message, position: error.position)
-        } catch let error as LedgerInputError {
-            throw APIError.invalidRequest(error.message)
-        }
+        try await handler.execute(app: app, user: user, metadata: Self.metadata(context), decide)
     }
 }
 

@@ -7,6 +7,11 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(name.rawValue)
     }
 
+    /// A projection version's state, bound as text.
+    mutating func appendInterpolation(_ state: ProjectionState) {
+        appendInterpolation(state.rawValue)
+    }
+
     /// Projection names, bound as a text array.
     mutating func appendInterpolation(_ names: [ProjectionName]) {
         appendInterpolation(names.map(\.rawValue))

@@ -156,7 +156,7 @@ public struct ProjectionRebuilder: Sendable {
             try await connection.transaction(logger: logger) { connection in
                 try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
                 try await connection.query(
-                    "CREATE TABLE ledger.\(unescaped: table) (\(unescaped: ProjectionRunner.columnDefinitions(projection)))", logger: logger
+                    "CREATE TABLE ledger.\(unescaped: table) (\(unescaped: ProjectionTables.columnDefinitions(projection)))", logger: logger
                 )
                 try await connection.query("SET LOCAL search_path = ledger", logger: logger)
                 try await connection.copyFrom(
@@ -269,7 +269,7 @@ public struct ProjectionRebuilder: Sendable {
 
     func liveVersion(of projection: any UserProjection.Type) async throws -> LiveVersion? {
         let rows = try await client.query(
-            "SELECT version, position FROM ledger.projections WHERE name = \(projection.name) AND status = 'live'",
+            "SELECT version, position FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)",
             logger: logger
         ).collect()
         guard let row = rows.first else { return nil }
@@ -279,40 +279,37 @@ public struct ProjectionRebuilder: Sendable {
 
     /// Makes the rebuilt table the live one, with its checkpoint, in one transaction.
     private func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
-        try await client.withConnection { connection in
-            try await connection.transaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('ledger.projections'))", logger: logger)
-                // Holds back the runner's checkpoint update until the switch is done.
-                let live = try await connection.query(
-                    "SELECT version FROM ledger.projections WHERE name = \(projection.name) AND status IN ('live', 'building', 'failed') FOR UPDATE",
-                    logger: logger
-                ).collect().map { try $0.decode(Int.self) }
-                for version in live where version != projection.version {
-                    try await connection.query(
-                        "UPDATE ledger.projections SET status = 'retired', updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
-                        logger: logger
-                    )
-                }
-                // The view depends on the tables: it goes first and comes back on the rebuilt one.
-                try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
-                for version in Set(live + [projection.version]) {
-                    try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger)
-                }
+        try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
+            // Holds back the runner's checkpoint update until the switch is done.
+            let live = try await connection.query(
+                "SELECT version FROM ledger.projections WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE",
+                logger: logger
+            ).collect().map { try $0.decode(Int.self) }
+            for version in live where version != projection.version {
                 try await connection.query(
-                    "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
-                )
-                try await ProjectionRunner.commentColumns(projection, on: connection, logger: logger)
-                try await ProjectionRunner.pointView(of: projection, on: connection, logger: logger)
-                try await connection.query(
-                    """
-                    INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), 'live')
-                    ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position, status = 'live', error = NULL,
-                        error_position = NULL, updated_at = now()
-                    """,
+                    "UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
                     logger: logger
                 )
-                return position
             }
+            // The view depends on the tables: it goes first and comes back on the rebuilt one.
+            try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
+            for version in Set(live + [projection.version]) {
+                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger)
+            }
+            try await connection.query(
+                "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
+            )
+            try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
+            try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
+            try await connection.query(
+                """
+                INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), \(ProjectionState.live))
+                ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position, status = \(ProjectionState.live), error = NULL,
+                    error_position = NULL, updated_at = now()
+                """,
+                logger: logger
+            )
+            return position
         }
     }
 

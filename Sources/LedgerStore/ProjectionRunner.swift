@@ -1,5 +1,4 @@
 import Foundation
-import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -126,46 +125,44 @@ public struct ProjectionRunner: Service {
     /// Creates the version's table the first time and returns its checkpoint, or nil when the
     /// version has failed (it waits for a fix and a new version, not for a restart).
     func register(_ projection: any UserProjection.Type) async throws -> Int64? {
-        try await client.withConnection { connection in
-            try await connection.transaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('ledger.projections'))", logger: logger)
-                let existing = try await connection.query(
-                    "SELECT position, status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
-                    logger: logger
-                ).collect()
-                if let row = existing.first {
-                    let (position, status) = try row.decode((Int64, String).self)
-                    return status == "failed" || status == "retired" ? nil : position
-                }
-                let live = try await connection.query(
-                    "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = 'live'", logger: logger
-                ).collect()
-                let status = live.isEmpty ? "live" : "building"
-                // Names and types come from the compiled-in projection definitions, never from input.
-                try await connection.query(
-                    "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: Self.columnDefinitions(projection)))",
-                    logger: logger
-                )
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
-                    logger: logger
-                )
-                for columns in projection.indexes {
-                    try await connection.query(
-                        "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_\(unescaped: columns.joined(separator: "_")) ON ledger.\(unescaped: projection.tableName) (\(unescaped: columns.joined(separator: ", ")))",
-                        logger: logger
-                    )
-                }
-                try await Self.commentColumns(projection, on: connection, logger: logger)
-                try await connection.query(
-                    "INSERT INTO ledger.projections (name, version, status) VALUES (\(projection.name), \(projection.version), \(status))",
-                    logger: logger
-                )
-                if status == "live" {
-                    try await Self.pointView(of: projection, on: connection, logger: logger)
-                }
-                return 0
+        try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
+            let existing = try await connection.query(
+                "SELECT position, status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
+                logger: logger
+            ).collect()
+            if let row = existing.first {
+                let (position, status) = try row.decode((Int64, String).self)
+                let state = ProjectionState(rawValue: status)
+                return state == .failed || state == .retired ? nil : position
             }
+            let live = try await connection.query(
+                "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)", logger: logger
+            ).collect()
+            let status: ProjectionState = live.isEmpty ? .live : .building
+            // Names and types come from the compiled-in projection definitions, never from input.
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: ProjectionTables.columnDefinitions(projection)))",
+                logger: logger
+            )
+            try await connection.query(
+                "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
+                logger: logger
+            )
+            for columns in projection.indexes {
+                try await connection.query(
+                    "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_\(unescaped: columns.joined(separator: "_")) ON ledger.\(unescaped: projection.tableName) (\(unescaped: columns.joined(separator: ", ")))",
+                    logger: logger
+                )
+            }
+            try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
+            try await connection.query(
+                "INSERT INTO ledger.projections (name, version, status) VALUES (\(projection.name), \(projection.version), \(status))",
+                logger: logger
+            )
+            if status == .live {
+                try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
+            }
+            return 0
         }
     }
 
@@ -190,71 +187,41 @@ public struct ProjectionRunner: Service {
         }
     }
 
-    // MARK: Tables
-
-    /// Points the projection's view (`ledger.<name>`, what readers query) at this version's table.
-    /// Dropped and created rather than replaced: another version may add, remove or reorder
-    /// columns, which CREATE OR REPLACE VIEW refuses. Run inside the switch's transaction.
-    static func pointView(of projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
-        try await connection.query(
-            "CREATE VIEW ledger.\(unescaped: projection.name.rawValue) AS SELECT * FROM ledger.\(unescaped: projection.tableName)",
-            logger: logger
-        )
-    }
-
-    /// `app`, `user_id` and the projection's columns, as SQL.
-    static func columnDefinitions(_ projection: any UserProjection.Type) -> String {
-        (["app text NOT NULL", "user_id text NOT NULL"] + projection.columns.map { "\($0.name) \($0.type)" }).joined(separator: ", ")
-    }
-
-    static func commentColumns(_ projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
-        for column in projection.columns {
-            try await connection.query(
-                PostgresQuery(unsafeSQL: "COMMENT ON COLUMN ledger.\(projection.tableName).\(column.name) IS '\(column.meaning.replacingOccurrences(of: "'", with: "''"))'"),
-                logger: logger
-            )
-        }
-    }
-
     // MARK: Status
 
     private func switchOverIfCaughtUp(_ projection: any UserProjection.Type, at position: Int64) async throws {
-        try await client.withConnection { connection in
-            try await connection.transaction(logger: logger) { connection in
-                try await connection.query("SELECT pg_advisory_xact_lock(hashtext('ledger.projections'))", logger: logger)
-                let rows = try await connection.query(
-                    "SELECT status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
-                    logger: logger
-                ).collect()
-                guard let status = try rows.first?.decode(String.self), status == "building" else { return }
-                let retired = try await connection.query(
-                    """
-                    UPDATE ledger.projections SET status = 'retired', updated_at = now()
-                    WHERE name = \(projection.name) AND status = 'live' RETURNING version
-                    """,
-                    logger: logger
-                ).collect()
-                try await Self.pointView(of: projection, on: connection, logger: logger)
+        try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
+            let rows = try await connection.query(
+                "SELECT status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
+                logger: logger
+            ).collect()
+            guard let status = try rows.first?.decode(String.self), ProjectionState(rawValue: status) == .building else { return }
+            let retired = try await connection.query(
+                """
+                UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now()
+                WHERE name = \(projection.name) AND status = \(ProjectionState.live) RETURNING version
+                """,
+                logger: logger
+            ).collect()
+            try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
+            try await connection.query(
+                "UPDATE ledger.projections SET status = \(ProjectionState.live), updated_at = now() WHERE name = \(projection.name) AND version = \(projection.version)",
+                logger: logger
+            )
+            for row in retired {
+                let version = try row.decode(Int.self)
                 try await connection.query(
-                    "UPDATE ledger.projections SET status = 'live', updated_at = now() WHERE name = \(projection.name) AND version = \(projection.version)",
-                    logger: logger
+                    "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger
                 )
-                for row in retired {
-                    let version = try row.decode(Int.self)
-                    try await connection.query(
-                        "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger
-                    )
-                }
-                logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
             }
+            logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
         }
     }
 
     private func markFailed(_ projection: any UserProjection.Type, _ failure: ProjectionFailure) async throws {
         try await client.query(
             """
-            UPDATE ledger.projections SET status = 'failed', error = \(failure.message), error_position = \(failure.position), updated_at = now()
+            UPDATE ledger.projections SET status = \(ProjectionState.failed), error = \(failure.message), error_position = \(failure.position), updated_at = now()
             WHERE name = \(projection.name) AND version = \(projection.version)
             """,
             logger: logger

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import LedgerApplication
 import LedgerStore
 import LocalPostgres
 
@@ -98,7 +97,8 @@ struct Keys: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let scopes = Set(scope.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
+            let scopes: Set<APIScope>
+            do { scopes = try APIScope.parse(scope.split(separator: ",").map(String.init)) } catch { throw CommandFailure(message: error.message) }
             let settings = try await options.databaseSettings(logger: logger)
             let (app, name) = (app, name)
             let issued: IssuedAPIKey
@@ -111,7 +111,7 @@ struct Keys: AsyncParsableCommand {
                 throw CommandFailure(message: error.message)
             }
             Output.line(issued.token)
-            Output.error("key \(issued.key.keyId) for \(app), scopes \(issued.key.scopes.sorted().joined(separator: ",")): store it now, it is not shown again")
+            Output.error("key \(issued.key.keyId) for \(app), scopes \(issued.key.scopes.sorted().map(\.rawValue).joined(separator: ",")): store it now, it is not shown again")
         }
     }
 
@@ -132,7 +132,7 @@ struct Keys: AsyncParsableCommand {
             guard !keys.isEmpty else { return Output.line("no keys; `ledger keys create --app BUNDLE_ID --scope read` creates one") }
             Output.line("key id\tapp\tscopes\tname\tcreated\tstate")
             for key in keys {
-                Output.line([key.keyId, key.app, key.scopes.sorted().joined(separator: ","), key.name ?? "-",
+                Output.line([key.keyId, key.app, key.scopes.sorted().map(\.rawValue).joined(separator: ","), key.name ?? "-",
                              key.createdAt.formatted(.iso8601), key.revokedAt.map { "revoked \($0.formatted(.iso8601))" } ?? "active"]
                     .joined(separator: "\t"))
             }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import LedgerStore

@@ -3,7 +3,6 @@ import AppStoreSimulator
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import LedgerApplication
 import LedgerBenchmarks
 import LedgerDomain
 import LedgerStore

@@ -1,7 +1,6 @@
 import AppStore
 import ArgumentParser
 import Foundation
-import LedgerApplication
 import LedgerBenchmarks
 import LedgerStore
 import LocalPostgres
@@ -29,6 +28,12 @@ struct Bench: AsyncParsableCommand {
         @Option(help: "Events to write in all (at least).") var events = 100_000
         @Option(help: "Concurrent writers.") var concurrency = 16
         @Option(help: "Random seed.") var seed: UInt64 = 42
+
+        func validate() throws {
+            guard apps >= 1, users >= 1, events >= 1, concurrency >= 1 else {
+                throw ValidationError("--apps, --users, --events and --concurrency must all be at least 1")
+            }
+        }
 
         func run() async throws {
             let logger = try options.makeLogger()
@@ -145,6 +150,12 @@ struct Bench: AsyncParsableCommand {
 
         @Flag(help: "Keep the scratch database for inspection.")
         var keep = false
+
+        func validate() throws {
+            guard concurrency >= 1, streams >= 1, events >= 1, batch >= 1 else {
+                throw ValidationError("--concurrency, --streams, --events and --batch must all be at least 1")
+            }
+        }
 
         func run() async throws {
             let logger = try options.makeLogger()

@@ -1,5 +1,4 @@
 import ArgumentParser
-import LedgerApplication
 import LedgerStore
 import LocalPostgres
 

@@ -1,7 +1,5 @@
 import AppStore
-import AppStoreSimulator
 import Foundation
-import LedgerApplication
 import LedgerDemo
 import LedgerHTTP
 import LedgerStore
@@ -44,7 +42,7 @@ struct DemoStoriesService: Service {
         let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
             let registry = AppRegistry(client: client, logger: logger)
             _ = try await registry.addApp(bundleId, sharedSecret: sharedSecret)
-            return try await registry.createKey(app: bundleId, scopes: AppRegistry.scopes, name: "ledger demo").token
+            return try await registry.createKey(app: bundleId, scopes: Set(APIScope.allCases), name: "ledger demo").token
         }
         Output.line("Purchase Ledger demo")
         Output.line("  ledger         \(ledgerBase)  (database \(settings.database))")

@@ -2,7 +2,6 @@ import AppStore
 import AppStoreSimulator
 import ArgumentParser
 import Foundation
-import LedgerApplication
 import LedgerDemo
 import LedgerDomain
 import LedgerStore

@@ -1,8 +1,6 @@
 import AppStore
-import AppStoreSimulator
 import Foundation
 import LedgerBenchmarks
-import LedgerApplication
 import LedgerDemo
 import LedgerDomain
 import LedgerStore
@@ -35,7 +33,7 @@ struct HTTPLoadService: Service {
         let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
             let registry = AppRegistry(client: client, logger: logger)
             _ = try await registry.addApp(app, sharedSecret: secret)
-            return try await registry.createKey(app: app, scopes: AppRegistry.scopes, name: "ledger bench http").token
+            return try await registry.createKey(app: app, scopes: Set(APIScope.allCases), name: "ledger bench http").token
         }
         try await expect(200, try HTTPLoad.request(.PUT, "\(simulator)/admin/apps/\(app)/products/\(product)", json: ["type": "consumable"]))
         try await expect(200, try HTTPLoad.request(.PUT, "\(ledger)/v1/apps/\(app)/products/\(product)", key: key,

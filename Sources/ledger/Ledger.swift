@@ -1,5 +1,4 @@
 import ArgumentParser
-import LedgerBenchmarks
 import PostgresNIO
 
 @main

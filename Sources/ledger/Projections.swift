@@ -1,6 +1,5 @@
 import ArgumentParser
 import Foundation
-import LedgerApplication
 import LedgerProjections
 import LedgerStore
 import LocalPostgres
@@ -171,14 +170,14 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 Output.line(
                     status.name.padding(toLength: 24, withPad: " ", startingAt: 0)
                         + String(format: "%7d  ", status.version)
-                        + status.status.padding(toLength: 8, withPad: " ", startingAt: 0)
+                        + status.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
                         + String(format: "%12lld %12lld %7.1f", status.position, status.lagEvents, status.lagSeconds)
                 )
                 if let error = status.error {
                     Output.line("    stopped at position \(status.errorPosition.map(String.init) ?? "?"): \(error)")
                 }
             }
-            if statuses.contains(where: { $0.status == "failed" }) { throw ExitCode(1) }
+            if statuses.contains(where: { $0.status == .failed }) { throw ExitCode(1) }
         }
     }
 }

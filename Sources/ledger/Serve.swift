@@ -2,7 +2,6 @@ import AppStore
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
-import LedgerApplication
 import LedgerHTTP
 import LedgerStore
 import LocalPostgres

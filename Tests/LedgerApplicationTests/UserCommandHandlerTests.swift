@@ -11,13 +11,6 @@ import Testing
 struct UserCommandHandlerTests {
     static let app = "com.example.app"
 
-    static func coins(_ id: String, quantity: Int = 1) -> VerifiedTransaction {
-        VerifiedTransaction(
-            kind: .purchase, transactionId: id, originalTransactionId: id, productId: "coins", quantity: quantity,
-            purchaseDate: Date(timeIntervalSince1970: 1_735_689_600), environment: .production
-        )
-    }
-
     static func handler(_ store: InMemoryEventStore) async throws -> UserCommandHandler<InMemoryEventStore> {
         let handler = UserCommandHandler(store: store, logger: quietLogger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: app)
@@ -39,9 +32,9 @@ struct UserCommandHandlerTests {
     func receiptTwice() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let first = try await Self.postReceipt(handler, user: "u1", [Self.coins("1", quantity: 5)])
+        let first = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
         #expect(first.append?.appendedCount == 2, "a device and a purchase")
-        let second = try await Self.postReceipt(handler, user: "u1", [Self.coins("1", quantity: 5)])
+        let second = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
         #expect(second.append == nil)
         #expect(second.value == ["1"])
         #expect(second.state.balance(of: "coins") == 5)
@@ -52,7 +45,7 @@ struct UserCommandHandlerTests {
     func conflictDecidesAgain() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        _ = try await Self.postReceipt(handler, user: "u1", [Self.coins("1", quantity: 1)])
+        _ = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 1)])
         // Between the handler's read and its append, another command uses the only coin.
         await store.setBeforeAppend { store in
             let other = UserCommandHandler(store: store, logger: quietLogger)
@@ -73,10 +66,10 @@ struct UserCommandHandlerTests {
     func transactionOfAnotherUser() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let owner = try await Self.postReceipt(handler, user: "u1", [Self.coins("7")])
+        let owner = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("7")])
         let before = await store.events.count
         await #expect(throws: CommandError.self) {
-            _ = try await Self.postReceipt(handler, user: "u2", [Self.coins("7")])
+            _ = try await Self.postReceipt(handler, user: "u2", [TestTransactions.coins("7")])
         }
         #expect(await store.events.count == before)
         #expect(owner.state.balance(of: "coins") == 1)
@@ -86,7 +79,7 @@ struct UserCommandHandlerTests {
     func readsThePast() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let bought = try await Self.postReceipt(handler, user: "u1", [Self.coins("1", quantity: 4)])
+        let bought = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 4)])
         let position = try #require(bought.append?.position)
         try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app)
         _ = try await handler.execute(app: Self.app, user: "u1") { state, catalog in

@@ -24,8 +24,8 @@ import Testing
         try await APIHarness.run { api in
             let registry = AppRegistry(client: api.client, logger: APIHarness.logger)
             try await registry.addApp("com.other.app", sharedSecret: nil)
-            let otherAppKey = try await registry.createKey(app: "com.other.app", scopes: AppRegistry.scopes).token
-            let revoked = try await registry.createKey(app: APIHarness.app, scopes: AppRegistry.scopes)
+            let otherAppKey = try await registry.createKey(app: "com.other.app", scopes: Set(APIScope.allCases)).token
+            let revoked = try await registry.createKey(app: APIHarness.app, scopes: Set(APIScope.allCases))
             try await registry.revokeKey(revoked.key.keyId)
 
             for route in APIRoutes.all {
@@ -40,7 +40,7 @@ import Testing
                     let answer = try await api.send(method, path, key: key, json: [String: Any]())
                     #expect(answer.status == 401 && answer.errorCode == "unauthorized", "\(route) with \(label): \(answer.status) \(answer.text)")
                 }
-                for other in AppRegistry.scopes where other != scope.rawValue {
+                for other in APIScope.allCases.map(\.rawValue) where other != scope.rawValue {
                     let answer = try await api.send(method, path, key: api.keys[other], json: [String: Any]())
                     #expect(answer.status == 403 && answer.errorCode == "forbidden", "\(route) with a \(other) key: \(answer.status) \(answer.text)")
                 }
@@ -66,7 +66,7 @@ import Testing
 
             let registry = AppRegistry(client: api.client, logger: APIHarness.logger)
             try await registry.addApp("com.other.app", sharedSecret: nil)
-            let otherFinance = try await registry.createKey(app: "com.other.app", scopes: ["finance"]).token
+            let otherFinance = try await registry.createKey(app: "com.other.app", scopes: [.finance]).token
 
             let financeKey = api.keys["finance"]
             #expect(try await eventually {

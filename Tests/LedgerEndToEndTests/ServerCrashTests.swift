@@ -85,7 +85,7 @@ import Testing
                 _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
                 let registry = AppRegistry(client: client, logger: logger)
                 try await registry.addApp(app, sharedSecret: secret)
-                let key = try await registry.createKey(app: app, scopes: ["ingest", "admin", "read"]).token
+                let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
 
                 var receipts: [(user: String, receipt: String)] = []
                 for index in 0..<60 {

@@ -1,5 +1,6 @@
 import Hummingbird
 import LedgerHTTP
+import LedgerStore
 import LedgerTesting
 import Testing
 

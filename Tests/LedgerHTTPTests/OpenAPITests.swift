@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import LedgerHTTP
+import LedgerStore
 import LedgerTesting
 import Testing
 

@@ -10,13 +10,6 @@ import Testing
 struct UserCommandHandlerTests {
     static let app = "com.example.app"
 
-    static func coins(_ id: String, quantity: Int = 1) -> VerifiedTransaction {
-        VerifiedTransaction(
-            kind: .purchase, transactionId: id, originalTransactionId: id, productId: "coins", quantity: quantity,
-            purchaseDate: Date(timeIntervalSince1970: 1_735_689_600), environment: .production
-        )
-    }
-
     func handler(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
@@ -37,7 +30,7 @@ struct UserCommandHandlerTests {
     func concurrentConsumption() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            _ = try await postReceipt(handler, user: "u1", [Self.coins("1", quantity: 10)])
+            _ = try await postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 10)])
             let results = await withTaskGroup(of: Result<Void, any Error>.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
@@ -70,7 +63,7 @@ struct UserCommandHandlerTests {
             let handler = try await handler(client)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<50 {
-                    group.addTask { _ = try await postReceipt(handler, user: "u2", [Self.coins("77", quantity: 5)]) }
+                    group.addTask { _ = try await postReceipt(handler, user: "u2", [TestTransactions.coins("77", quantity: 5)]) }
                 }
                 try await group.waitForAll()
             }
@@ -85,9 +78,9 @@ struct UserCommandHandlerTests {
     func ownedByAnotherUser() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            let first = try await postReceipt(handler, user: "alice", [Self.coins("500")])
+            let first = try await postReceipt(handler, user: "alice", [TestTransactions.coins("500")])
             let error = try await #require(throws: CommandError.self) {
-                _ = try await postReceipt(handler, user: "mallory", [Self.coins("500")])
+                _ = try await postReceipt(handler, user: "mallory", [TestTransactions.coins("500")])
             }
             #expect(error.code == .ownedByAnotherUser)
             #expect(error.position == first.append?.position)
@@ -122,7 +115,7 @@ struct UserCommandHandlerTests {
     func asOf() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            let bought = try await postReceipt(handler, user: "u4", [Self.coins("41", quantity: 4)])
+            let bought = try await postReceipt(handler, user: "u4", [TestTransactions.coins("41", quantity: 4)])
             let consumed = try await handler.execute(app: Self.app, user: "u4") { state, catalog in
                 (try UserDecisions.consume(productId: "coins", quantity: 3, deviceId: "phone", catalog: catalog, on: state), ())
             }

@@ -1,5 +1,4 @@
 import AppStore
-import AppStoreSimulator
 import Foundation
 import LedgerApplication
 import LedgerDomain
@@ -54,7 +53,7 @@ public struct AppendBenchmark: Sendable {
 
     public func run(_ options: Options) async throws -> Result {
         guard options.concurrency >= 1, options.streams >= 1, options.events >= 1, options.batch >= 1 else {
-            throw StoreError.invalidInput("--concurrency, --streams, --events and --batch must all be at least 1")
+            throw StoreError.invalidInput("an append benchmark needs at least 1 writer, 1 stream, 1 event and 1 event per batch")
         }
         try await prepareBaseline()
         let work = Self.plan(options)

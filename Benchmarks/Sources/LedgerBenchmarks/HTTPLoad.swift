@@ -1,8 +1,6 @@
 import AppStore
-import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
-import LedgerApplication
 import LedgerDomain
 import LedgerStore
 import NIOCore

@@ -1,5 +1,4 @@
 import AppStore
-import AppStoreSimulator
 import Foundation
 import LedgerApplication
 import LedgerDomain
@@ -61,7 +60,7 @@ public struct HistorySeeder: Sendable {
     /// Seeds until at least `events` events are in the log; returns how many were appended.
     public func run(_ options: Options, progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws -> Int {
         guard options.apps >= 1, options.users >= 1, options.events >= 1, options.concurrency >= 1 else {
-            throw StoreError.invalidInput("--apps, --users, --events and --concurrency must all be at least 1")
+            throw StoreError.invalidInput("a seeded history needs at least 1 app, 1 user, 1 event and 1 writer")
         }
         for app in 0..<options.apps {
             for product in try Self.catalog() { try await handler.defineProduct(product, app: Self.app(app)) }

@@ -1,7 +1,5 @@
 import AppStore
-import AppStoreSimulator
 import Foundation
-import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import LedgerStore

@@ -2,7 +2,6 @@ import AppStore
 import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
-import LedgerApplication
 import LedgerDomain
 import LedgerStore
 import Logging

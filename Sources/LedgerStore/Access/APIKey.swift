@@ -5,12 +5,12 @@ public struct APIKey: Sendable, Hashable {
     /// The public part of the key, shown in lists and logs: `lk_<keyId>_<secret>`.
     public let keyId: String
     public let app: String
-    public let scopes: Set<String>
+    public let scopes: Set<APIScope>
     public let name: String?
     public let createdAt: Date
     public let revokedAt: Date?
 
-    public init(keyId: String, app: String, scopes: Set<String>, name: String?, createdAt: Date, revokedAt: Date?) {
+    public init(keyId: String, app: String, scopes: Set<APIScope>, name: String?, createdAt: Date, revokedAt: Date?) {
         self.keyId = keyId
         self.app = app
         self.scopes = scopes

@@ -6,8 +6,6 @@ import PostgresNIO
 /// Apps and their API keys. Keys are `lk_<id>_<secret>`; only the SHA-256 of the secret is stored,
 /// so a leaked database does not leak working keys.
 public struct AppRegistry: Sendable {
-    /// The scopes a key can hold.
-    public static let scopes: Set<String> = ["ingest", "read", "finance", "admin"]
 
     let client: PostgresClient
     let logger: Logger
@@ -58,19 +56,16 @@ public struct AppRegistry: Sendable {
     // MARK: Keys
 
     /// Creates a key for a registered app. The returned token is the only copy of the secret.
-    public func createKey(app bundleID: String, scopes: Set<String>, name: String? = nil) async throws -> IssuedAPIKey {
+    public func createKey(app bundleID: String, scopes: Set<APIScope>, name: String? = nil) async throws -> IssuedAPIKey {
         guard !scopes.isEmpty else {
-            throw AccessError.invalidInput("a key needs at least one scope of: ingest, read, finance, admin")
-        }
-        if let unknown = scopes.subtracting(Self.scopes).sorted().first {
-            throw AccessError.invalidInput("'\(unknown)' is not a scope; the scopes are ingest, read, finance and admin")
+            throw AccessError.invalidInput("a key needs at least one scope of: \(APIScope.allNames)")
         }
         if let name, name.utf8.count > 200 { throw AccessError.invalidInput("a key name has at most 200 characters") }
         _ = try await sharedSecret(of: bundleID)
         let keyID = Self.randomToken(bytes: 8, hex: true)
         let secret = Self.randomToken(bytes: 32, hex: false)
         let hash = Data(SHA256.hash(data: Data(secret.utf8)))
-        let sortedScopes = scopes.sorted()
+        let sortedScopes = scopes.sorted().map(\.rawValue)
         let rows = try await client.query("""
             INSERT INTO ledger.api_keys (key_id, app, secret_hash, scopes, name)
             VALUES (\(keyID), \(bundleID), \(hash), \(sortedScopes), \(name))
@@ -93,7 +88,7 @@ public struct AppRegistry: Sendable {
             """, logger: logger)
         var keys: [APIKey] = []
         for try await (keyID, app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String, String?, Date, Date?).self) {
-            keys.append(APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").map(String.init)),
+            keys.append(APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
                                name: name, createdAt: createdAt, revokedAt: revokedAt))
         }
         return keys
@@ -109,7 +104,7 @@ public struct AppRegistry: Sendable {
             """, logger: logger)
         var revoked: APIKey?
         for try await (app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String?, Date, Date?).self) {
-            revoked = APIKey(keyId: id, app: app, scopes: Set(scopes.split(separator: ",").map(String.init)),
+            revoked = APIKey(keyId: id, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
                              name: name, createdAt: createdAt, revokedAt: revokedAt)
         }
         guard let key = revoked else { throw AccessError.unknownKey(keyID) }
@@ -130,7 +125,7 @@ public struct AppRegistry: Sendable {
             let presented = Data(SHA256.hash(data: Data(parts[2].utf8)))
             // Compare every byte whatever the first difference, so timing says nothing about the secret.
             guard presented.count == stored.count, zip(presented, stored).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
-            return APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").map(String.init)),
+            return APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
                           name: name, createdAt: createdAt, revokedAt: nil)
         }
         return nil

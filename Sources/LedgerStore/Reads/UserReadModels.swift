@@ -63,7 +63,7 @@ public struct UserReadModels: Sendable {
     /// The position every named projection has reached (the smallest live checkpoint), nil when one has no live version yet.
     public func checkpoint(of projections: [ProjectionName]) async throws -> Int64? {
         let rows = try await client.query("""
-            SELECT count(*), min(position) FROM ledger.projections WHERE status = 'live' AND name = ANY(\(projections))
+            SELECT count(*), min(position) FROM ledger.projections WHERE status = \(ProjectionState.live) AND name = ANY(\(projections))
             """, logger: logger)
         for try await (count, position) in rows.decode((Int64, Int64?).self) {
             return count == Int64(projections.count) ? position : nil

@@ -144,8 +144,8 @@ struct APIHarness: Sendable {
                 let registry = AppRegistry(client: client, logger: logger)
                 try await registry.addApp(app, sharedSecret: secret)
                 var keys: [String: String] = [:]
-                keys["all"] = try await registry.createKey(app: app, scopes: AppRegistry.scopes).token
-                for scope in AppRegistry.scopes { keys[scope] = try await registry.createKey(app: app, scopes: [scope]).token }
+                keys["all"] = try await registry.createKey(app: app, scopes: Set(APIScope.allCases)).token
+                for scope in APIScope.allCases { keys[scope.rawValue] = try await registry.createKey(app: app, scopes: [scope]).token }
 
                 let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
                     productionURL: simulatorBase + "/verifyReceipt", sandboxURL: simulatorBase + "/verifyReceipt",
