@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 
 /// Reads and writes the App Store's date fields.
 ///
@@ -115,18 +116,6 @@ public enum AppStoreDate {
             return v < 10 ? "0\(v)" : "\(v)"
         }
         return "\(c.year ?? 1970)-\(two(c.month))-\(two(c.day)) \(two(c.hour)):\(two(c.minute)):\(two(c.second)) \(zoneName)"
-    }
-}
-
-extension Date {
-    /// The instant `milliseconds` after 1970-01-01T00:00:00Z.
-    public init(milliseconds: Int64) {
-        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
-    }
-
-    /// Milliseconds since 1970, to the nearest (a `Double` round trip must not lose one).
-    public var milliseconds: Int64 {
-        Int64((timeIntervalSince1970 * 1000).rounded())
     }
 }
 

@@ -44,7 +44,7 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         var redirected = false
         while true {
             let (root, status) = try await exchange(body, environment: environment, logger: logger)
-            switch status.handling(isRetryable: root["is-retryable"].bool ?? false) {
+            switch status.handling(isRetryable: ReceiptStatus.isRetryableFlag(in: root)) {
             case .valid, .validButExpired:
                 let receipt = try ReceiptResponseParser(receiptSHA256: sha256, answeredBy: environment).parse(root, status: status)
                 logger.debug("receipt verified", metadata: [
@@ -93,7 +93,7 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
             }
             switch outcome {
             case .success(let (root, status)):
-                let retryable = status.handling(isRetryable: root["is-retryable"].bool ?? false) == .retryLater
+                let retryable = status.handling(isRetryable: ReceiptStatus.isRetryableFlag(in: root)) == .retryLater
                 if !retryable || attempt >= policy.maximumAttempts { return (root, status) }
             case .failure(let error):
                 if attempt >= policy.maximumAttempts { throw error }

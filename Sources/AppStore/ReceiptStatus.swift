@@ -23,11 +23,16 @@ public struct ReceiptStatus: Hashable, Sendable, CustomStringConvertible {
         self.code = code
     }
 
-    /// How to treat this status; `isRetryable` is the answer's `is-retryable` flag.
+    /// The answer's retry flag: `is_retryable` as Apple spells it now, `is-retryable` in older answers.
+    public static func isRetryableFlag(in answer: LenientJSON) -> Bool {
+        answer["is_retryable"].bool ?? answer["is-retryable"].bool ?? false
+    }
+
+    /// How to treat this status; `isRetryable` is the answer's retry flag (`isRetryableFlag(in:)`).
     public func handling(isRetryable: Bool = false) -> Handling {
         switch code {
         case 0: .valid
-        case 21005: .retryLater
+        case 21005, 21009: .retryLater
         case 21006: .validButExpired
         case 21007: .retryInSandbox
         case 21008: .retryInProduction
@@ -48,6 +53,7 @@ public struct ReceiptStatus: Hashable, Sendable, CustomStringConvertible {
         case 21006: "the receipt is valid but the subscription has expired"
         case 21007: "the receipt is from the sandbox but was sent to production"
         case 21008: "the receipt is from production but was sent to the sandbox"
+        case 21009: "the App Store had an internal data access error"
         case 21010: "the receipt could not be authorized: treat it as if no purchase was made"
         case 21100...21199: "the App Store had an internal data access error"
         default: "the App Store answered with an undocumented status"

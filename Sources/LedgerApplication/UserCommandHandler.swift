@@ -13,7 +13,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         public let append: AppendResult?
         /// The events the final decision asked for, in the order of `append.outcomes`.
         public let events: [PendingEvent]
-        /// The stream's state after the command (what was read plus what was appended).
+        /// The stream's state after the command: what was read plus what was appended, or, when
+        /// another writer recorded some of the same facts first, the stream read again after the append.
         public let state: UserLedger
         public let catalog: ProductCatalog
         public let value: Value
@@ -63,8 +64,19 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                     // Another user recorded the same transaction between our check and our append.
                     throw CommandError.ownedByAnotherUser(position: foreign.position)
                 }
+                var metRecordedEvents = false
                 for (pending, outcome) in zip(events, result.outcomes) {
-                    if case .appended(_, let version) = outcome { state.apply(pending.event, version: version) }
+                    switch outcome {
+                    case .appended(let position, let version):
+                        state.apply(pending.event, version: version, context: .init(position: position, recordedAt: nil))
+                    case .duplicate:
+                        metRecordedEvents = true
+                    }
+                }
+                if metRecordedEvents {
+                    // Another writer recorded some of these facts after our read: the answer names
+                    // their positions, so the state it gives must include them.
+                    state = try await reader.state(of: stream)
                 }
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {

@@ -38,6 +38,14 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         return (try ProductCatalog(folding: events), events)
     }
 
+    /// Where the product's current definition was recorded in the app's catalog, if it is defined.
+    public func definitionPosition(of productID: String, app bundleID: String) async throws -> Int64? {
+        for event in try await readWhole(StreamID.catalog(app: bundleID)).reversed() where event.type == ProductDefined.typeName.stored {
+            if try LedgerJSON.decode(ProductDefined.self, from: event.data).product.productId == productID { return event.position }
+        }
+        return nil
+    }
+
     /// The user's stream and the app's catalog as they were once `instant` had passed: only events
     /// recorded by then count.
     public func asOf(app bundleID: String, user userID: String, recordedBy instant: Date) async throws -> (UserLedger, ProductCatalog) {

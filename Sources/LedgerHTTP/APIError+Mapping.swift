@@ -27,6 +27,12 @@ extension APIError {
             self = Self.audit(error)
         case let error as ReceiptVerificationError:
             self = Self.appStore(error)
+        case let error as AccessError:
+            self = Self.access(error)
+        case is StoreError:
+            // The database failed or refused: not the caller's to fix. A 500 naming only the
+            // request id; the log has the store's message.
+            return nil
         case let error as HTTPError:
             self = Self.http(error)
         case let error as any HTTPResponseError:
@@ -80,6 +86,14 @@ extension APIError {
             return .unavailable(
                 "appstore_bad_response", "the App Store's answer could not be read (\(error.message)); nothing was recorded, retry later"
             )
+        }
+    }
+
+    /// The registry's refusals (an app or key that is not there, a bad name).
+    private static func access(_ error: AccessError) -> APIError {
+        switch error.code {
+        case .unknownApp, .unknownKey: .notFound(error.message)
+        case .invalidInput: .invalidRequest(error.message)
         }
     }
 

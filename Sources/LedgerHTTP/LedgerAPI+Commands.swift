@@ -22,7 +22,9 @@ extension LedgerAPI {
                 (try UserDecisions.finish(transactionId: transactionID, deviceId: body.deviceId, on: state), ())
             }
             struct Answer: Encodable { let position: Int64; let transactionId: String; let duplicate: Bool }
-            let position = try await position(of: outcome, app: app, user: user)
+            // Finished before: the answer names where the first finish is.
+            var position = outcome.append?.position ?? outcome.state.finishPositions[transactionID] ?? 0
+            if position == 0 { position = try await self.position(of: outcome, app: app, user: user) }
             return try Reply(Answer(position: position, transactionId: transactionID, duplicate: outcome.append == nil))
         }
     }

@@ -63,8 +63,9 @@ extension LedgerAPI {
         }
         let result = try await handler.defineProduct(product, app: app, metadata: Self.metadata(context))
         struct Answer: Encodable { let product: ProductView; let changed: Bool; let position: Int64 }
+        // Defined exactly so already: the answer names where that definition is.
         var position = result?.position ?? 0
-        if result == nil { position = try await catalogState(app: app).position }
+        if result == nil { position = try await handler.reader.definitionPosition(of: productID, app: app) ?? 0 }
         return try APIJSON.response(Answer(product: ProductView(product), changed: result != nil, position: position))
     }
 

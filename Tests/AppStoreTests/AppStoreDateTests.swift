@@ -1,5 +1,6 @@
 @testable import AppStore
 import Foundation
+import LedgerDomain
 import Testing
 
 @Suite struct AppStoreDateTests {

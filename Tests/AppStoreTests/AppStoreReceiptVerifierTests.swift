@@ -121,6 +121,33 @@ import Testing
         #expect(store.count(.production) == 2)
     }
 
+    /// Apple's answers spell the flag `is_retryable`; older ones `is-retryable`. Either, as a JSON
+    /// boolean, a number or a string, makes an internal data access error retried.
+    @Test(arguments: [#""is_retryable":true"#, #""is_retryable":1"#, #""is_retryable":"true""#, #""is-retryable":true"#])
+    func bothSpellingsOfTheRetryableFlagAreRead(flag: String) async throws {
+        let store = CannedAppStore([.production: [.json("{\"status\":21150,\(flag)}"), .json(Self.validAnswer)]])
+        let receipt = try await store.run { configuration in
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(receipt.transactions.count == 1)
+        #expect(store.count(.production) == 2)
+    }
+
+    /// 21009 (internal data access error) and 21005 (server unavailable) are the App Store's own
+    /// trouble, never the receipt's: retried with backoff, then unavailable (a 503 to retry), never refused.
+    @Test(arguments: [21009, 21005])
+    func internalTroubleIsRetriedThenUnavailable(status: Int) async throws {
+        let store = CannedAppStore([.production: [.status(status)]])
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 3) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.isRetryable)
+        #expect(store.count(.production) == 3)
+    }
+
     @Test func internalErrorNotMarkedRetryableIsRefusedAtOnce() async throws {
         let store = CannedAppStore([.production: [.status(21101, isRetryable: false)]])
         let error = try await #require(throws: ReceiptVerificationError.self) {

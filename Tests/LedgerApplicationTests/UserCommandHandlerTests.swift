@@ -62,6 +62,23 @@ struct UserCommandHandlerTests {
         #expect(state.balance(of: "coins") == 0, "one consumption, never two")
     }
 
+    @Test("a receipt another post recorded first: the answer's state includes what that post recorded")
+    func loserSeesTheWinnersWrite() async throws {
+        let store = InMemoryEventStore()
+        let handler = try await Self.handler(store)
+        _ = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
+        // The same receipt, posted at once by another request, lands between this one's read and append.
+        await store.setBeforeAppend { store in
+            let other = try await Self.handler(store)
+            _ = try await Self.postReceipt(other, user: "u1", [TestTransactions.coins("2", quantity: 3)])
+        }
+        let loser = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("2", quantity: 3)])
+        let append = try #require(loser.append)
+        #expect(append.isDuplicate)
+        #expect(loser.state.balance(of: "coins") == 8, "the answer names the winner's position, so it shows the winner's coins")
+        #expect(loser.state.lastPosition >= append.position)
+    }
+
     @Test("a transaction belongs to the first user who posted it: another user's post is refused and records nothing")
     func transactionOfAnotherUser() async throws {
         let store = InMemoryEventStore()

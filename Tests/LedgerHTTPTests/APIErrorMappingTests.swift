@@ -30,6 +30,8 @@ struct APIErrorMappingTests {
         ("receipt", ReceiptVerificationError.invalidReceipt(ReceiptStatus(code: 21003), environment: .production), 422, "invalid_receipt"),
         ("appstore", ReceiptVerificationError.unavailable("no route to the App Store"), 503, "appstore_unavailable"),
         ("garbled", ReceiptVerificationError.malformedResponse("no status"), 503, "appstore_bad_response"),
+        ("app", AccessError.unknownApp("com.example.gone"), 404, "not_found"),
+        ("database", StoreError.databaseUnavailable("cannot reach PostgreSQL at 127.0.0.1:5432"), 500, "internal_error"),
         ("shutdown", CancellationError(), 503, "shutting_down"),
         ("unexpected", Unexpected(), 500, "internal_error"),
     ]
@@ -101,6 +103,9 @@ struct APIErrorMappingTests {
                 let text = String(buffer: response.body)
                 #expect(!text.contains("Unexpected"))
                 #expect(text.contains("request id"))
+            }
+            try await client.execute(uri: "/fake/database", method: .get) { response in
+                #expect(!String(buffer: response.body).contains("5432"), "the database's address stays in the logs")
             }
             try await client.execute(uri: "/no/such/route", method: .get) { response in
                 #expect(response.status == .notFound)

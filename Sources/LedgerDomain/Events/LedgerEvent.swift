@@ -37,7 +37,7 @@ public enum LedgerJSON {
     public static func formatTimestamp(_ date: Date) -> String {
         // Whole milliseconds, as the App Store reports them; counted as integers so that binary
         // fractions (0.123 is 0.12299…) cannot shift the last digit.
-        let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+        let milliseconds = date.milliseconds
         let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
         let (wholeSeconds, millis) = fraction < 0 ? (seconds - 1, fraction + 1000) : (seconds, fraction)
         let base = Date(timeIntervalSince1970: Double(wholeSeconds)).formatted(.iso8601)

@@ -26,9 +26,17 @@ public struct SubscriptionPeriod: Hashable, Sendable, Codable {
         self.end = end
     }
 
-    /// Active at `instant`: answered at read time, never stored as a flag that goes stale.
+    /// Active at `instant`, compared at millisecond precision: answered at read time, never stored
+    /// as a flag that goes stale.
     public func isActive(at instant: Date) -> Bool {
-        start <= instant && instant < end
+        Self.covers(start: start, end: end, instant)
+    }
+
+    /// Whether `[start, end)` covers `instant`, in whole milliseconds: the one comparison of an
+    /// instant with a period's edges.
+    public static func covers(start: Date, end: Date, _ instant: Date) -> Bool {
+        let at = instant.milliseconds
+        return start.milliseconds <= at && at < end.milliseconds
     }
 }
 

@@ -57,7 +57,7 @@ public struct Entitlements: Hashable, Sendable {
         for period in periods { byProduct[SubscriptionKey(kind: period.kind, productId: period.productId), default: []].append(period) }
         subscriptions = byProduct.values.map { periods in
             let sorted = periods.sorted { $0.start < $1.start }
-            let until = Self.runs(of: sorted).first { $0.start <= instant && instant < $0.end }?.end
+            let until = Self.runs(of: sorted).first { SubscriptionPeriod.covers(start: $0.start, end: $0.end, instant) }?.end
             return Subscription(productId: sorted[0].productId, group: sorted[0].group, kind: sorted[0].kind,
                                 activeUntil: until, expiresAt: sorted.map(\.end).max()!)
         }.sorted { ($0.kind.rawValue, $0.productId) < ($1.kind.rawValue, $1.productId) }
@@ -72,7 +72,7 @@ public struct Entitlements: Hashable, Sendable {
     private static func runs(of sorted: [SubscriptionPeriod]) -> [(start: Date, end: Date)] {
         var runs: [(start: Date, end: Date)] = []
         for period in sorted {
-            if let last = runs.last, period.start <= last.end {
+            if let last = runs.last, period.start.milliseconds <= last.end.milliseconds {
                 runs[runs.count - 1].end = max(last.end, period.end)
             } else {
                 runs.append((period.start, period.end))

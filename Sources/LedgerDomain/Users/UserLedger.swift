@@ -75,6 +75,8 @@ public struct UserLedger: Hashable, Sendable {
     /// Which non-renewing transactions each device has received.
     public private(set) var deliveredToDevice: [String: Set<String>] = [:]
     public private(set) var finished: Set<String> = []
+    /// Where each finished transaction's first `TransactionFinished` is in the log.
+    public private(set) var finishPositions: [String: Int64] = [:]
     /// Every delivery to a device, in log order.
     public private(set) var deliveries: [Delivery] = []
 
@@ -118,7 +120,7 @@ public struct UserLedger: Hashable, Sendable {
             deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .restore,
                                        position: position, recordedAt: recordedAt))
         case .transactionFinished(let event):
-            finished.insert(event.transactionId)
+            if finished.insert(event.transactionId).inserted { finishPositions[event.transactionId] = position }
         case .purchaseFailed:
             break
         case .purchaseRevoked(let event):
