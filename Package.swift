@@ -195,7 +195,7 @@ let package = Package(
         .testTarget(
             name: "LedgerHTTPTests",
             dependencies: [
-                "LedgerHTTP", "LedgerStore", "LedgerApplication", "AppStore", "LedgerTesting",
+                "LedgerHTTP", "LedgerStore", "LedgerApplication", "LedgerProjections", "AppStore", "LedgerTesting",
                 "LedgerDomain", .hummingbird, .hummingbirdTesting, .nioCore, .logging, .metrics, .prometheus,
             ],
             swiftSettings: swiftSettings

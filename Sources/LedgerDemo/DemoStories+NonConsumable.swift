@@ -31,7 +31,7 @@ extension StoryRecorder {
     /// (a retryable 503), so that is waited out for up to 10 seconds; `ready` says the rows are complete.
     @discardableResult
     mutating func audit(_ name: String, _ title: String, product: String, until ready: ([DemoJSON]) -> Bool) async throws -> DemoAnswer {
-        let path = "/v1/audit/events?userId=\(user)&productId=\(product)&minPosition=\(position)"
+        let path = "/v1/audit/events?environment=sandbox&userId=\(user)&productId=\(product)&minPosition=\(position)"
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let answer = try await client.ledger(.GET, path)

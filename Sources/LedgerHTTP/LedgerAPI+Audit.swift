@@ -78,8 +78,10 @@ extension LedgerAPI {
             return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-summary-\(key.app).csv"),
                             body: .init(byteBuffer: ByteBuffer(string: text)))
         }
-        struct Answer: Encodable { let groupBy: [String]; let rows: [AuditSummaryRow] }
-        return try APIJSON.response(Answer(groupBy: groups.map(\.rawValue).sorted(), rows: rows))
+        struct Answer: Encodable { let environment: String; let groupBy: [String]; let rows: [AuditSummaryRow] }
+        return try APIJSON.response(Answer(
+            environment: filter.environment.rawValue, groupBy: AuditQueries.groupings(groups, for: filter).map(\.rawValue).sorted(), rows: rows
+        ))
     }
 
     /// `GET /v1/audit/unclassified`: products money was taken for that the catalog does not know.
@@ -105,6 +107,7 @@ extension LedgerAPI {
         filter.to = try query.get("to").map { text throws(AuditQueryError) in try AuditFilter.time(text, field: "to") }
         filter.events = try query.get("type").map { text throws(AuditQueryError) in try AuditEventKind.parse(list: text) } ?? []
         filter.environment = try query.get("environment").map { text throws(AuditQueryError) in try AuditFilter.environment(named: text) }
+            ?? .production
         if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
         if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
         try filter.validate()

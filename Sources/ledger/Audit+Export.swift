@@ -28,7 +28,7 @@ extension Audit {
         @Option(help: ArgumentHelp("Only this user id.", valueName: "user-id"))
         var user: String?
 
-        @Option(help: "production or sandbox (default: both).")
+        @Option(help: "production (the default), sandbox, or all (totals then kept apart per environment).")
         var environment: String?
 
         func validate() throws {
@@ -44,6 +44,7 @@ extension Audit {
                     events: try type.map { text throws(AuditQueryError) in try AuditEventKind.parse(list: text, field: "--type") } ?? [],
                     productId: product, userId: user,
                     environment: try environment.map { text throws(AuditQueryError) in try AuditFilter.environment(named: text, field: "--environment") }
+                        ?? .production
                 )
                 try filter.validate()
                 return filter

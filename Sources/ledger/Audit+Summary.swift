@@ -11,8 +11,8 @@ extension Audit {
             discussion: """
                 Amounts are never added across currencies: currency is always a grouping. Refunds are counted \
                 on the day they occurred and subtracted only in net. unpriced counts rows without a price \
-                (not in any amount); their currency is empty. Sandbox and production are added together \
-                unless you group by environment or pass --environment.
+                (not in any amount); their currency is empty. Production only unless --environment says \
+                sandbox or all; with all, every total is broken down by environment, never added together.
                 """
         )
 
@@ -44,7 +44,8 @@ extension Audit {
         func run() async throws {
             let logger = try options.makeLogger()
             let settings = try await options.databaseSettings(logger: logger)
-            let (app, auditFilter, groupings) = (filter.app, try filter.auditFilter(), try groupings())
+            let auditFilter = try filter.auditFilter()
+            let (app, groupings) = (filter.app, AuditQueries.groupings(try groupings(), for: auditFilter))
             let rows: [AuditSummaryRow]
             do {
                 rows = try await LedgerDatabase.withClient(settings, logger: logger) { client in

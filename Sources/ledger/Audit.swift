@@ -10,7 +10,7 @@ struct Audit: AsyncParsableCommand {
         discussion: """
             export and summary read ledger.audit_trail (kept by the projection runner of `ledger serve`): \
             one row per purchase, renewal and refund, dated by occurred_at (the purchase date, or for a \
-            refund the refund date). Sandbox rows are never revenue: filter with --environment production.
+            refund the refund date). Production rows only unless --environment sandbox or all: sandbox money is never revenue.
             """,
         subcommands: [Export.self, Summary.self, Unclassified.self, Verify.self]
     )

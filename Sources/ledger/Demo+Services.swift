@@ -70,7 +70,7 @@ struct DemoStoriesService: Service {
         if !keepRunning {
             Output.line("  ledger serve                  # in another terminal: the same database, the key still works")
         }
-        Output.line("  curl -s -H 'Authorization: Bearer \(key)' -H 'Accept: text/csv' \(base)/v1/audit/events")
+        Output.line("  curl -s -H 'Authorization: Bearer \(key)' -H 'Accept: text/csv' '\(base)/v1/audit/events?environment=sandbox'")
         Output.line("  curl -s -H 'Authorization: Bearer \(key)' \(base)/v1/apps/\(bundleId)/users/bob/history")
         Output.line("  ledger projections status")
         Output.line("  ledger audit export --app \(bundleId) --environment sandbox")

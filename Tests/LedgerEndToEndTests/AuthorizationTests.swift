@@ -70,25 +70,25 @@ import Testing
 
             let financeKey = api.keys["finance"]
             #expect(try await eventually {
-                let mine = try await api.send(.GET, "/v1/audit/events?limit=1", key: financeKey)
+                let mine = try await api.send(.GET, "/v1/audit/events?environment=sandbox&limit=1", key: financeKey)
                 return (mine.json["events"] as? [Any])?.count == 1
             })
-            let theirs = try await api.send(.GET, "/v1/audit/events", key: otherFinance)
+            let theirs = try await api.send(.GET, "/v1/audit/events?environment=sandbox", key: otherFinance)
             #expect(theirs.status == 200)
             #expect((theirs.json["events"] as? [Any])?.isEmpty == true)
-            let summary = try await api.send(.GET, "/v1/audit/summary", key: otherFinance)
+            let summary = try await api.send(.GET, "/v1/audit/summary?environment=sandbox", key: otherFinance)
             #expect((summary.json["rows"] as? [Any])?.isEmpty == true)
 
             // A cursor issued to one app is refused for another, without naming the first.
             _ = try await api.ingest("alice", device: "phone", receipt: try await api.buy("alice", "coins.100").receipt)
             #expect(try await eventually {
-                try await api.send(.GET, "/v1/audit/events?limit=1", key: financeKey).json["nextCursor"] is String
+                try await api.send(.GET, "/v1/audit/events?environment=sandbox&limit=1", key: financeKey).json["nextCursor"] is String
             })
-            let page = try await api.send(.GET, "/v1/audit/events?limit=1", key: financeKey)
+            let page = try await api.send(.GET, "/v1/audit/events?environment=sandbox&limit=1", key: financeKey)
             let cursor = try #require(page.json["nextCursor"] as? String)
-            let next = try await api.send(.GET, "/v1/audit/events?limit=1&cursor=\(cursor)", key: financeKey)
+            let next = try await api.send(.GET, "/v1/audit/events?environment=sandbox&limit=1&cursor=\(cursor)", key: financeKey)
             #expect((next.json["events"] as? [Any])?.count == 1)
-            let stolen = try await api.send(.GET, "/v1/audit/events?cursor=\(cursor)", key: otherFinance)
+            let stolen = try await api.send(.GET, "/v1/audit/events?environment=sandbox&cursor=\(cursor)", key: otherFinance)
             #expect(stolen.status == 400 && stolen.errorCode == "invalid_cursor")
             #expect(!stolen.text.contains(APIHarness.app))
             // Finance is read-only: it cannot write anywhere.

@@ -58,18 +58,18 @@ import Testing
                 position = max(position, answer.json["position"] as? Int ?? 0)
             }
             let finance = api.keys["finance"]
-            let served = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
+            let served = try await api.send(.GET, "/v1/audit/events?environment=sandbox&minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
             #expect(served.status == 200)
             let app = APIHarness.app
 
             // Pages of 2 rows, so the keyset paging of the command is crossed twice.
-            let csv = try await Self.ledger(["audit", "export", "--app", app, "--format", "csv", "--page-size", "2"], database: api.settings)
+            let csv = try await Self.ledger(["audit", "export", "--app", app, "--environment", "sandbox", "--format", "csv", "--page-size", "2"], database: api.settings)
             #expect(csv.status == 0, "\(csv.errors)")
             #expect(csv.output == served.text, "the command and the API give the same bytes")
             #expect(csv.output.components(separatedBy: "\r\n").filter { !$0.isEmpty }.count == 4, "a header and 3 rows: \(csv.output)")
             #expect(csv.errors.contains("exported 3 rows"), "progress goes to standard error: \(csv.errors)")
 
-            let json = try await Self.ledger(["audit", "export", "--app", app, "--format", "json", "--user", "bob"], database: api.settings)
+            let json = try await Self.ledger(["audit", "export", "--app", app, "--environment", "sandbox", "--format", "json", "--user", "bob"], database: api.settings)
             #expect(json.status == 0, "\(json.errors)")
             let lines = json.output.split(separator: "\n")
             #expect(lines.count == 1, "JSON Lines, bob's one row: \(json.output)")
@@ -84,10 +84,20 @@ import Testing
             #expect(typo.status != 0 && typo.output.isEmpty, "a typo in --app is not an empty report: \(typo.output)")
             #expect(typo.errors.contains("com.example.gmae") && typo.errors.contains(app), "names the app and the registered ones: \(typo.errors)")
 
-            let summary = try await Self.ledger(["audit", "summary", "--app", app, "--format", "json"], database: api.settings)
+            let summary = try await Self.ledger(["audit", "summary", "--app", app, "--environment", "sandbox", "--format", "json"], database: api.settings)
             #expect(summary.status == 0, "\(summary.errors)")
             let totals = (try? JSONSerialization.jsonObject(with: Data(summary.output.utf8)) as? [String: Any])?["rows"] as? [[String: Any]]
             #expect(totals?.first?["gross"] as? String == "5.94" && totals?.first?["units"] as? Int == 6, "\(summary.output)")
+
+            // This app's money is all sandbox's: unasked, it is not revenue, and all keeps it apart.
+            let unasked = try await Self.ledger(["audit", "summary", "--app", app, "--format", "json"], database: api.settings)
+            let unaskedRows = (try? JSONSerialization.jsonObject(with: Data(unasked.output.utf8)) as? [String: Any])?["rows"] as? [[String: Any]]
+            #expect(unasked.status == 0 && unaskedRows?.isEmpty == true, "\(unasked.output)")
+            let unaskedExport = try await Self.ledger(["audit", "export", "--app", app, "--format", "json"], database: api.settings)
+            #expect(unaskedExport.status == 0 && unaskedExport.output.isEmpty, "\(unaskedExport.output)")
+            let all = try await Self.ledger(["audit", "summary", "--app", app, "--environment", "all", "--format", "json"], database: api.settings)
+            let allRows = (try? JSONSerialization.jsonObject(with: Data(all.output.utf8)) as? [String: Any])?["rows"] as? [[String: Any]]
+            #expect(allRows?.count == 1 && allRows?.first?["environment"] as? String == "sandbox", "\(all.output)")
         }
     }
 

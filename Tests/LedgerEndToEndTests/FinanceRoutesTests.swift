@@ -19,16 +19,16 @@ import Testing
             let position = second.json["position"] as? Int ?? 0
             let finance = api.keys["finance"]
 
-            let json = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance)
+            let json = try await api.send(.GET, "/v1/audit/events?environment=sandbox&minPosition=\(position)", key: finance)
             let events = json.json["events"] as? [[String: Any]] ?? []
             #expect(events.count == 2, "\(json.text)")
             #expect(events.first?["amount"] as? String == "2.97")
             #expect(json.json["nextCursor"] is NSNull)
 
-            let filtered = try await api.send(.GET, "/v1/audit/events?userId=bob&minPosition=\(position)", key: finance)
+            let filtered = try await api.send(.GET, "/v1/audit/events?environment=sandbox&userId=bob&minPosition=\(position)", key: finance)
             #expect((filtered.json["events"] as? [[String: Any]])?.map { $0["userId"] as? String } == ["bob"])
 
-            let csv = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
+            let csv = try await api.send(.GET, "/v1/audit/events?environment=sandbox&minPosition=\(position)", key: finance, headers: [("Accept", "text/csv")])
             #expect(csv.status == 200)
             #expect(csv.headers.first(name: "Content-Type")?.hasPrefix("text/csv") == true)
             let lines = csv.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
@@ -37,13 +37,13 @@ import Testing
             #expect(csv.text.contains("\"phone, \"\"blue\"\"\""), "fields with commas and quotes are quoted, quotes doubled")
             #expect(csv.text.contains("gems.pack"))
 
-            let summary = try await api.send(.GET, "/v1/audit/summary?groupBy=product&minPosition=\(position)", key: finance)
+            let summary = try await api.send(.GET, "/v1/audit/summary?environment=sandbox&groupBy=product&minPosition=\(position)", key: finance)
             let rows = summary.json["rows"] as? [[String: Any]] ?? []
             let coinsRow = rows.first { $0["productId"] as? String == "coins.100" }
             #expect(coinsRow?["gross"] as? String == "2.97" && coinsRow?["units"] as? Int == 3, "\(summary.text)")
             #expect(rows.first { $0["productId"] as? String == "gems.pack" }?["unpriced"] as? Int == 1)
 
-            let badGrouping = try await api.send(.GET, "/v1/audit/summary?groupBy=planet", key: finance)
+            let badGrouping = try await api.send(.GET, "/v1/audit/summary?environment=sandbox&groupBy=planet", key: finance)
             #expect(badGrouping.status == 400 && badGrouping.errorCode == "invalid_request")
             let badRange = try await api.send(.GET, "/v1/audit/events?from=2026-02-01T00:00:00Z&to=2026-01-01T00:00:00Z", key: finance)
             #expect(badRange.status == 400)
@@ -51,6 +51,35 @@ import Testing
             let unclassified = try await api.send(.GET, "/v1/audit/unclassified?minPosition=\(position)", key: finance)
             let products = unclassified.json["products"] as? [[String: Any]] ?? []
             #expect(products.map { $0["productId"] as? String } == ["gems.pack"], "\(unclassified.text)")
+        }
+    }
+
+    /// The audit routes read production unless asked: sandbox (TestFlight, review) money is never
+    /// revenue. Every purchase in this harness is the sandbox simulator's.
+    @Test func theAuditRoutesReadProductionUnlessAskedAndNeverAddTheTwoTogether() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            let coins = try await api.buy("carol", "coins.100", quantity: 2)
+            let ingested = try await api.ingest("carol", device: "phone", receipt: coins.receipt, price: "0.99", currency: "USD")
+            let position = ingested.json["position"] as? Int ?? 0
+            let finance = api.keys["finance"]
+
+            let events = try await api.send(.GET, "/v1/audit/events?minPosition=\(position)", key: finance)
+            #expect(events.status == 200 && (events.json["events"] as? [Any])?.isEmpty == true, "\(events.text)")
+            let summary = try await api.send(.GET, "/v1/audit/summary?minPosition=\(position)", key: finance)
+            #expect((summary.json["rows"] as? [Any])?.isEmpty == true, "\(summary.text)")
+            #expect(summary.json["environment"] as? String == "production")
+
+            let sandbox = try await api.send(.GET, "/v1/audit/events?environment=sandbox&minPosition=\(position)", key: finance)
+            #expect((sandbox.json["events"] as? [[String: Any]])?.map { $0["environment"] as? String } == ["sandbox"])
+
+            let all = try await api.send(.GET, "/v1/audit/summary?environment=all&groupBy=currency&minPosition=\(position)", key: finance)
+            let rows = all.json["rows"] as? [[String: Any]] ?? []
+            #expect(rows.count == 1 && rows.first?["environment"] as? String == "sandbox" && rows.first?["gross"] as? String == "1.98", "\(all.text)")
+            #expect((all.json["groupBy"] as? [String])?.contains("environment") == true)
+
+            let wrong = try await api.send(.GET, "/v1/audit/events?environment=both", key: finance)
+            #expect(wrong.status == 400 && wrong.errorCode == "invalid_request")
         }
     }
 }

@@ -1,7 +1,9 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LedgerDomain
 import LedgerHTTP
+import LedgerProjections
 import LedgerStore
 import LedgerTesting
 import Testing
@@ -149,5 +151,51 @@ struct OpenAPITests {
                 #expect(served?["paths"] as? [String: Any] != nil)
             }
         }
+    }
+
+    // MARK: The document is the source of truth for the audit vocabulary
+
+    /// The `enum` of a component parameter (or of its array items).
+    func parameterEnum(_ name: String) throws -> [String] {
+        let parameters = try #require((try document()["components"] as? [String: Any])?["parameters"] as? [String: Any])
+        let schema = try #require((parameters[name] as? [String: Any])?["schema"] as? [String: Any], "no parameter \(name)")
+        let values = (schema["enum"] ?? (schema["items"] as? [String: Any])?["enum"]) as? [String]
+        return try #require(values, "parameter \(name) names no values")
+    }
+
+    /// The `enum` of a property of a component schema.
+    func propertyEnum(_ schema: String, _ property: String) throws -> [String] {
+        let schemas = try #require((try document()["components"] as? [String: Any])?["schemas"] as? [String: Any])
+        let properties = try #require((schemas[schema] as? [String: Any])?["properties"] as? [String: Any], "no schema \(schema)")
+        return try #require((properties[property] as? [String: Any])?["enum"] as? [String], "\(schema).\(property) names no values")
+    }
+
+    @Test("every audit value the document names is one the server accepts, and it names every one the server accepts")
+    func auditParametersMatchTheServer() throws {
+        let types = try parameterEnum("type")
+        #expect(Set(types) == Set(AuditEventKind.allCases.map(\.rawValue)))
+        for type in types { #expect(try AuditEventKind.parse(list: type).map(\.rawValue) == [type]) }
+        #expect(try AuditEventKind.parse(list: types.joined(separator: ",")).count == types.count, "the comma-separated form")
+
+        let environments = try parameterEnum("environment")
+        #expect(Set(environments) == Set(AuditEnvironment.allCases.map(\.rawValue)))
+        for environment in environments { #expect(try AuditFilter.environment(named: environment).rawValue == environment) }
+
+        let groupings = try parameterEnum("groupBy")
+        #expect(Set(groupings) == Set(AuditGrouping.allCases.map(\.rawValue)))
+        for grouping in groupings { #expect(try AuditGrouping.parse(list: grouping).map(\.rawValue) == [grouping]) }
+
+        for parameter in ["from", "to"] {
+            let parameters = try #require((try document()["components"] as? [String: Any])?["parameters"] as? [String: Any])
+            let description = (parameters[parameter] as? [String: Any])?["description"] as? String ?? ""
+            #expect(description.contains("occurred_at"), "\(parameter) filters on occurred_at, as the server does: \(description)")
+        }
+    }
+
+    @Test("every value the server writes in an audit row is one the document names")
+    func auditRowValuesAreDocumented() throws {
+        #expect(Set(try propertyEnum("AuditRow", "event")) == Set(AuditEventKind.allCases.map(\.rawValue)))
+        #expect(Set(try propertyEnum("AuditRow", "environment")) == Set(StoreEnvironment.allCases.map(\.rawValue)))
+        #expect(Set(try propertyEnum("AuditSummary", "environment")) == Set(AuditEnvironment.allCases.map(\.rawValue)))
     }
 }

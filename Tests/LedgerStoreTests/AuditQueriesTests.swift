@@ -74,6 +74,9 @@ struct AuditQueriesTests {
         #expect(try await ProjectionRunnerTests.runUntilCaughtUp(runner, client, head: head))
     }
 
+    /// Every row of both environments.
+    static let everything = AuditFilter(environment: .all)
+
     static func keys(_ rows: [AuditRow]) -> [String] {
         rows.map { "\($0.transactionId)/\($0.event.rawValue)" }
     }
@@ -88,7 +91,7 @@ struct AuditQueriesTests {
             _ = try await Self.seed(client)
             try await Self.catchUp(client, settings)
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
-            let rows = try await queries.events(app: Self.appA, limit: 100).rows
+            let rows = try await queries.events(app: Self.appA, filter: Self.everything, limit: 100).rows
             #expect(Self.keys(rows) == ["t1/purchase", "t2/purchase", "t2/refund", "t3/purchase", "t4/purchase", "t5/purchase",
                                         "t6/purchase", "t7/purchase", "t8/renewal"])
             let t1 = try #require(rows.first { $0.transactionId == "t1" })
@@ -117,16 +120,17 @@ struct AuditQueriesTests {
             _ = try await Self.seed(client)
             try await Self.catchUp(client, settings)
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
-            // t2's purchase at 10:00 on the 2nd is in; its refund on the 3rd is out; t4 at 11:00 is in.
+            // t2's purchase at 10:00 on the 2nd is in; its refund on the 3rd is out; t4 at 11:00 is sandbox's.
             #expect(try await Self.all(queries, AuditFilter(from: Self.date("2026-01-02T00:00:00Z"), to: Self.date("2026-01-03T00:00:00Z")))
-                    == ["t2/purchase", "t4/purchase", "t5/purchase", "t6/purchase"])
+                    == ["t2/purchase", "t5/purchase", "t6/purchase"])
             // Half-open: a row exactly at `to` is out, exactly at `from` is in.
             #expect(try await Self.all(queries, AuditFilter(from: Self.date("2026-01-01T10:00:00Z"), to: Self.date("2026-01-01T12:00:00Z")))
                     == ["t1/purchase"])
             #expect(try await Self.all(queries, AuditFilter(from: Self.date("2026-01-03T09:00:00Z"))) == ["t2/refund", "t7/purchase", "t8/renewal"])
             #expect(try await Self.all(queries, AuditFilter(events: [.refund])) == ["t2/refund"])
             #expect(try await Self.all(queries, AuditFilter(events: [.renewal, .refund])) == ["t2/refund", "t8/renewal"])
-            #expect(try await Self.all(queries, AuditFilter(productId: "coins")) == ["t1/purchase", "t3/purchase", "t4/purchase"])
+            #expect(try await Self.all(queries, AuditFilter(productId: "coins")) == ["t1/purchase", "t3/purchase"])
+            #expect(try await Self.all(queries, AuditFilter(productId: "coins", environment: .all)) == ["t1/purchase", "t3/purchase", "t4/purchase"])
             #expect(try await Self.all(queries, AuditFilter(userId: "u1")) == ["t1/purchase", "t2/purchase", "t2/refund"])
             #expect(try await Self.all(queries, AuditFilter(environment: .sandbox)) == ["t4/purchase"])
             #expect(try await Self.all(queries, AuditFilter(events: [.purchase], productId: "coins", environment: .production))
@@ -152,7 +156,7 @@ struct AuditQueriesTests {
             _ = try await Self.seed(client)
             try await Self.catchUp(client, settings)
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
-            let everything = try await queries.events(app: Self.appA, limit: 100)
+            let everything = try await queries.events(app: Self.appA, filter: Self.everything, limit: 100)
             #expect(everything.nextCursor == nil && everything.rows.count == 9)
 
             var paged: [AuditRow] = []
@@ -160,7 +164,8 @@ struct AuditQueriesTests {
             var pages = 0
             repeat {
                 // Through the text form, as a client would send it back.
-                let page = try await queries.events(app: Self.appA, after: try cursor.map { try AuditCursor(parsing: $0.text, app: Self.appA) }, limit: 2)
+                let page = try await queries.events(app: Self.appA, filter: Self.everything,
+                                                    after: try cursor.map { try AuditCursor(parsing: $0.text, app: Self.appA) }, limit: 2)
                 #expect(page.rows.count <= 2)
                 paged += page.rows
                 cursor = page.nextCursor
@@ -171,10 +176,10 @@ struct AuditQueriesTests {
             #expect(zip(paged, paged.dropFirst()).allSatisfy { ($0.position, $0.event.rawValue) < ($1.position, $1.event.rawValue) })
 
             var streamed: [AuditRow] = []
-            let count = try await queries.forEachEvent(app: Self.appA, pageSize: 4) { streamed.append($0) }
+            let count = try await queries.forEachEvent(app: Self.appA, filter: Self.everything, pageSize: 4) { streamed.append($0) }
             #expect(streamed == everything.rows && count == 9)
             var filtered: [String] = []
-            try await queries.forEachEvent(app: Self.appA, filter: AuditFilter(productId: "coins"), pageSize: 1) { filtered.append($0.transactionId) }
+            try await queries.forEachEvent(app: Self.appA, filter: AuditFilter(productId: "coins", environment: .all), pageSize: 1) { filtered.append($0.transactionId) }
             #expect(filtered == ["t1", "t3", "t4"])
 
             // A cursor of app A is refused for app B, as text and as a value.
@@ -200,17 +205,17 @@ struct AuditQueriesTests {
             try await Self.catchUp(client, settings)
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
 
-            // Currency alone (always a key): USD has t1 2.97, t2 4.99, t4 1.98 (sandbox), t7 2.99, t8 2.99.
+            // Currency alone (always a key), production only: USD has t1 2.97, t2 4.99, t7 2.99, t8 2.99 (t4 is sandbox's).
             #expect(try await queries.summary(app: Self.appA) == [
                 AuditSummaryRow(day: nil, productId: nil, currency: "EUR", environment: nil, purchases: 1, units: 1, gross: "1.09",
                                 refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "1.09", unpriced: 0),
-                AuditSummaryRow(day: nil, productId: nil, currency: "USD", environment: nil, purchases: 5, units: 8, gross: "15.92",
-                                refunds: 1, refundedUnits: 1, refundedAmount: "4.99", net: "10.93", unpriced: 0),
+                AuditSummaryRow(day: nil, productId: nil, currency: "USD", environment: nil, purchases: 4, units: 6, gross: "13.94",
+                                refunds: 1, refundedUnits: 1, refundedAmount: "4.99", net: "8.95", unpriced: 0),
                 AuditSummaryRow(day: nil, productId: nil, currency: nil, environment: nil, purchases: 2, units: 2, gross: "0",
                                 refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "0", unpriced: 2),
             ])
 
-            let byEnvironment = try await queries.summary(app: Self.appA, filter: AuditFilter(environment: nil), groupBy: [.environment, .currency])
+            let byEnvironment = try await queries.summary(app: Self.appA, filter: AuditFilter(environment: .all), groupBy: [.environment, .currency])
             let usdProduction = try #require(byEnvironment.first { $0.currency == "USD" && $0.environment == .production })
             let usdSandbox = try #require(byEnvironment.first { $0.currency == "USD" && $0.environment == .sandbox })
             #expect(usdProduction.purchases == 4 && usdProduction.gross == "13.94" && usdProduction.net == "8.95" && usdProduction.refunds == 1)
@@ -231,6 +236,29 @@ struct AuditQueriesTests {
             // Filters apply to totals too.
             #expect(try await queries.summary(app: Self.appA, filter: AuditFilter(events: [.renewal])).map(\.gross) == ["2.99"])
             #expect(try await queries.summary(app: Self.appB).map(\.gross) == ["0.99"])
+        }
+    }
+
+    @Test("with no environment, rows and totals are production's; sandbox only when asked; all is always shown per environment")
+    func environments() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            _ = try await Self.seed(client)
+            try await Self.catchUp(client, settings)
+            let queries = AuditQueries(client: client, logger: TestDatabase.logger)
+            let production = try await Self.all(queries, AuditFilter())
+            #expect(!production.isEmpty && !production.contains("t4/purchase"), "the sandbox purchase stays out unasked")
+            #expect(try await queries.events(app: Self.appA).rows.allSatisfy { $0.environment == .production })
+            #expect(try await Self.all(queries, AuditFilter(environment: .sandbox)) == ["t4/purchase"])
+            #expect(try await Self.all(queries, AuditFilter(environment: .all)) == production.union(["t4/purchase"]))
+
+            let totals = try await queries.summary(app: Self.appA)
+            #expect(totals.first { $0.currency == "USD" }?.gross == "13.94", "sandbox's 1.98 is not revenue")
+            let sandbox = try await queries.summary(app: Self.appA, filter: AuditFilter(environment: .sandbox))
+            #expect(sandbox.map(\.gross) == ["1.98"])
+            // Asked for all but grouped by currency only: still one row per environment, never a sum of both.
+            let both = try await queries.summary(app: Self.appA, filter: AuditFilter(environment: .all), groupBy: [.currency])
+            #expect(both.allSatisfy { $0.environment != nil })
+            #expect(both.filter { $0.currency == "USD" }.map(\.gross).sorted() == ["1.98", "13.94"])
         }
     }
 
@@ -264,7 +292,7 @@ struct AuditQueriesTests {
             try await Self.catchUp(client, settings)
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
             var csv = AuditCSV.header
-            try await queries.forEachEvent(app: Self.appA, pageSize: 3) { csv += AuditCSV.line($0) }
+            try await queries.forEachEvent(app: Self.appA, filter: Self.everything, pageSize: 3) { csv += AuditCSV.line($0) }
             let records = try CSVReader.parse(csv)
             #expect(records.count == 10)
             #expect(records.allSatisfy { $0.count == 18 })
@@ -303,7 +331,7 @@ struct AuditQueriesTests {
                 return position >= head && status == "live"
             })
             #expect(try await ProjectionRunnerTests.checkpoint(AuditTrailVersion1.self, client).1 == "retired")
-            #expect(try await queries.events(app: Self.appA).rows.count == 9)
+            #expect(try await queries.events(app: Self.appA, filter: Self.everything).rows.count == 9)
         }
     }
 

@@ -15,7 +15,7 @@ extension PostgresQuery.StringInterpolation {
         }
         appendCondition("product_id = ", filter.productId)
         appendCondition("user_id = ", filter.userId)
-        appendCondition("environment = ", filter.environment?.rawValue)
+        appendCondition("environment = ", filter.environment.only?.rawValue)
     }
 
     /// ` AND <comparison><value>`, or nothing when there is no value.

@@ -11,11 +11,12 @@ public struct AuditFilter: Sendable, Hashable {
     public var events: [AuditEventKind]
     public var productId: String?
     public var userId: String?
-    public var environment: StoreEnvironment?
+    /// Production unless asked: sandbox money is never revenue, so it is never mixed in unasked.
+    public var environment: AuditEnvironment
 
     public init(
         from: Date? = nil, to: Date? = nil, events: [AuditEventKind] = [], productId: String? = nil,
-        userId: String? = nil, environment: StoreEnvironment? = nil
+        userId: String? = nil, environment: AuditEnvironment = .production
     ) {
         self.from = from
         self.to = to
@@ -37,10 +38,10 @@ public struct AuditFilter: Sendable, Hashable {
         if userId?.isEmpty == true { throw .invalidFilter(field: "userId", "userId is empty: give a user id or leave it out") }
     }
 
-    /// An environment from its name, `production` or `sandbox`.
-    public static func environment(named name: String, field: String = "environment") throws(AuditQueryError) -> StoreEnvironment {
-        guard let environment = StoreEnvironment(rawValue: name) else {
-            throw .invalidFilter(field: field, "environment '\(name)' is not production or sandbox")
+    /// An environment from its name: `production`, `sandbox` or `all`.
+    public static func environment(named name: String, field: String = "environment") throws(AuditQueryError) -> AuditEnvironment {
+        guard let environment = AuditEnvironment(rawValue: name) else {
+            throw .invalidFilter(field: field, "environment '\(name)' is not one of \(AuditEnvironment.allCases.map(\.rawValue).joined(separator: ", "))")
         }
         return environment
     }

@@ -94,8 +94,9 @@ public struct AuditQueries: Sendable {
 
     /// Totals of the rows the filter selects, by currency and the chosen groupings, ordered by
     /// day, product, currency and environment (nil currency last).
-    public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
+    public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy requested: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
         try filter.validate()
+        let groupBy = Self.groupings(requested, for: filter)
         // Fixed expressions chosen by an enum, never input.
         let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
         let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
@@ -133,6 +134,12 @@ public struct AuditQueries: Sendable {
             }
         }
         return rows
+    }
+
+    /// The groupings a summary uses: those asked for, and the environment whenever the filter
+    /// reads both, so that sandbox and production totals are never added together.
+    public static func groupings(_ requested: Set<AuditGrouping>, for filter: AuditFilter) -> Set<AuditGrouping> {
+        filter.environment == .all ? requested.union([.environment]) : requested
     }
 
     // MARK: Catalog gaps
