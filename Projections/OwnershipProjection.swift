@@ -8,10 +8,12 @@ import LedgerDomain
 /// expiring at the latest expiry among its non-revoked transactions. Non-renewing subscriptions:
 /// one row per product, from its first period's start to its last period's end, periods stacked
 /// per group. Revoked purchases give nothing. Whether a row is active is decided when it is read
-/// (`expires_at IS NULL OR now() < expires_at`), never stored.
+/// (`expires_at IS NULL OR now() < expires_at`), never stored. Version 2: non-renewing ends as
+/// `subscription_periods` v2 computes them (from the chain's start, no month-end drift), and
+/// auto-renewables end early where the App Store reported them cancelled (`SubscriptionCancelled`).
 public enum OwnershipProjection: UserProjection {
     public static let name = ProjectionName.ownership
-    public static let version = 1
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("product_id", "text NOT NULL", "the product owned"),
@@ -61,7 +63,7 @@ public enum OwnershipProjection: UserProjection {
         }
         return originals.compactMap { original in
             let all = subscriptions[original] ?? []
-            guard let expires = all.filter({ !$0.isRevoked }).compactMap(\.expiresDate).max(),
+            guard let expires = all.filter({ !$0.isRevoked }).compactMap(\.periodEnd).max(),
                   let start = state.transactions[original]?.purchaseDate ?? all.first?.purchaseDate
             else { return nil }
             let latest = all.max { $0.purchaseDate < $1.purchaseDate }

@@ -6,9 +6,12 @@ import LedgerDomain
 /// Non-renewing: stacked per subscription group from the later of the purchase date and the end
 /// of the group's previous period, in the catalog's duration; a revoked purchase is removed and the
 /// later periods move up. Auto-renewable: each non-revoked transaction's `[purchase, expires)`.
+/// Version 2 computes each end of a chain of stacked periods from the chain's start (start + n ×
+/// duration); version 1 added each duration to the previous end, and month ends drifted. It also
+/// ends an auto-renewable period where the App Store reported the subscription cancelled.
 public enum SubscriptionPeriodsProjection: UserProjection {
     public static let name = ProjectionName.subscriptionPeriods
-    public static let version = 1
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction that paid for the period"),

@@ -54,7 +54,8 @@ struct ReceiptResponseParser {
             transactions: transactions,
             pendingRenewals: pending,
             latestReceipt: root["latest_receipt"].string,
-            receiptCreationDate: receipt.date("receipt_creation_date")
+            receiptCreationDate: receipt.date("receipt_creation_date"),
+            answeredAt: receipt.date("request_date") ?? Date()
         )
     }
 

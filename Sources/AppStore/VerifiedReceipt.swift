@@ -26,6 +26,9 @@ public struct VerifiedReceipt: Hashable, Sendable {
     /// The newest receipt for the subscription, when the App Store sent one; the app may store it.
     public let latestReceipt: String?
     public let receiptCreationDate: Date?
+    /// When the App Store answered: the receipt's `request_date` when it has one, else when the
+    /// answer arrived.
+    public let answeredAt: Date
 
     public init(
         environment: StoreEnvironment,
@@ -36,8 +39,10 @@ public struct VerifiedReceipt: Hashable, Sendable {
         transactions: [ReceiptTransaction],
         pendingRenewals: [PendingRenewalInfo],
         latestReceipt: String?,
-        receiptCreationDate: Date?
+        receiptCreationDate: Date?,
+        answeredAt: Date = Date()
     ) {
+        self.answeredAt = answeredAt
         self.environment = environment
         self.bundleId = bundleId
         self.receiptSHA256 = receiptSHA256
@@ -65,7 +70,8 @@ public struct VerifiedReceipt: Hashable, Sendable {
             payments[lineItem] = transaction
         }
         return transactions.map { transaction in
-            let verified = transaction.verified(in: environment)
+            var verified = transaction.verified(in: environment)
+            if isReportedOverEarly(transaction) { verified.reportedOverAt = answeredAt }
             guard transaction.kind == .renewal, let lineItem = transaction.webOrderLineItemId,
                   let payment = payments[lineItem], payment.transactionId != transaction.transactionId
             else { return verified }
@@ -75,6 +81,13 @@ public struct VerifiedReceipt: Hashable, Sendable {
                 expiresDate: verified.expiresDate, cancellationDate: verified.cancellationDate, environment: verified.environment
             )
         }
+    }
+
+    /// An answer of 21006 ("the subscription is over") for a period that has not reached its expiry:
+    /// Apple's sign that support cancelled the subscription (a refund would carry a cancellation date).
+    func isReportedOverEarly(_ transaction: ReceiptTransaction) -> Bool {
+        guard status.code == 21006, transaction.cancellationDate == nil, let expires = transaction.expiresDate else { return false }
+        return answeredAt.milliseconds < expires.milliseconds
     }
 
     /// The transaction with this id, if the receipt has it.

@@ -97,48 +97,54 @@ public struct AppStoreSimulator: Service {
         let timing = configuration.timing
         let renderer = SimulatorResponseRenderer(environment: environment, signer: signer)
         let logger = self.logger
-        router.post("/verifyReceipt") { request, context -> Response in
-            let fault = await store.takeFault()
-            if fault.latencyMilliseconds > 0 {
-                try await Task.sleep(for: .milliseconds(fault.latencyMilliseconds))
-            }
-            if let status = fault.status {
-                logger.debug("verifyReceipt fault injected", metadata: ["appstore.status": "\(status)"])
-                return try Self.verifyResponse(SimulatorResponseRenderer.status(status, isRetryable: fault.isRetryable))
-            }
-            let started = ContinuousClock.now
-            let bytes = try await request.body.collect(upTo: context.maxUploadSize)
-            guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] else {
-                return try Self.verifyResponse(SimulatorResponseRenderer.status(21000))
-            }
-            guard let receiptData = object["receipt-data"] as? String else {
-                return try Self.verifyResponse(SimulatorResponseRenderer.status(21002))
-            }
-            let answer: [String: Any]
-            switch signer.open(receiptData) {
-            case .failure(.malformed):
-                answer = SimulatorResponseRenderer.status(21002)
-            case .failure(.notAuthentic):
-                answer = SimulatorResponseRenderer.status(21003)
-            case .success(let payload) where payload.environment != environment:
-                answer = SimulatorResponseRenderer.status(payload.environment == .sandbox ? 21007 : 21008)
-            case .success(let payload):
-                if let view = await store.verificationView(for: payload) {
-                    answer = renderer.answer(
-                        payload: payload,
-                        view: view,
-                        password: object["password"] as? String,
-                        excludeOldTransactions: LenientJSON(object["exclude-old-transactions"]).bool ?? false
-                    )
-                } else {
-                    answer = SimulatorResponseRenderer.status(21003)
+        // `/verifyReceipt` is this simulator's own App Store; `/production/verifyReceipt` and
+        // `/sandbox/verifyReceipt` stand for Apple's two, so one simulator can sit behind both of the
+        // ledger's URLs and still answer a receipt sent to the wrong one with 21007 or 21008.
+        for (path, asked) in [("/verifyReceipt", environment), ("/production/verifyReceipt", .production), ("/sandbox/verifyReceipt", .sandbox)]
+            as [(String, StoreEnvironment)] {
+            router.post(RouterPath(path)) { request, context -> Response in
+                let fault = await store.takeFault()
+                if fault.latencyMilliseconds > 0 {
+                    try await Task.sleep(for: .milliseconds(fault.latencyMilliseconds))
                 }
+                if let status = fault.status {
+                    logger.debug("verifyReceipt fault injected", metadata: ["appstore.status": "\(status)"])
+                    return try Self.verifyResponse(SimulatorResponseRenderer.status(status, isRetryable: fault.isRetryable))
+                }
+                let started = ContinuousClock.now
+                let bytes = try await request.body.collect(upTo: context.maxUploadSize)
+                guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] else {
+                    return try Self.verifyResponse(SimulatorResponseRenderer.status(21000))
+                }
+                guard let receiptData = object["receipt-data"] as? String else {
+                    return try Self.verifyResponse(SimulatorResponseRenderer.status(21002))
+                }
+                let answer: [String: Any]
+                switch signer.open(receiptData) {
+                case .failure(.malformed):
+                    answer = SimulatorResponseRenderer.status(21002)
+                case .failure(.notAuthentic):
+                    answer = SimulatorResponseRenderer.status(21003)
+                case .success(let payload) where payload.environment != asked:
+                    answer = SimulatorResponseRenderer.status(payload.environment == .sandbox ? 21007 : 21008)
+                case .success(let payload):
+                    if let view = await store.verificationView(for: payload) {
+                        answer = renderer.answer(
+                            payload: payload,
+                            view: view,
+                            password: object["password"] as? String,
+                            excludeOldTransactions: LenientJSON(object["exclude-old-transactions"]).bool ?? false
+                        )
+                    } else {
+                        answer = SimulatorResponseRenderer.status(21003)
+                    }
+                }
+                let response = try Self.verifyResponse(answer)
+                let elapsed = ContinuousClock.now - started
+                timing?.record(receiptSHA256: AppStoreReceiptVerifier.sha256Hex(receiptData), elapsed)
+                logger.debug("verifyReceipt answered", metadata: ["appstore.status": "\(answer["status"] ?? "?")"])
+                return response
             }
-            let response = try Self.verifyResponse(answer)
-            let elapsed = ContinuousClock.now - started
-            timing?.record(receiptSHA256: AppStoreReceiptVerifier.sha256Hex(receiptData), elapsed)
-            logger.debug("verifyReceipt answered", metadata: ["appstore.status": "\(answer["status"] ?? "?")"])
-            return response
         }
     }
 

@@ -13,6 +13,8 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case restore
         /// The App Store or support took it back.
         case revocation
+        /// The App Store reported the subscription over before its period ended.
+        case cancellation
     }
 
     public let rawValue: String

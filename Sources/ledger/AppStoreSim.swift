@@ -12,7 +12,7 @@ struct AppStoreSim: AsyncParsableCommand {
         commandName: "appstore-sim",
         abstract: "Run a local App Store that speaks verifyReceipt, for trying the ledger without Apple.",
         discussion: """
-            Point the ledger at it: LEDGER_APPSTORE_PRODUCTION_URL and LEDGER_APPSTORE_SANDBOX_URL = http://HOST:PORT/verifyReceipt. Everything is in memory and lost when it stops.
+            Point the ledger at it: LEDGER_APPSTORE_PRODUCTION_URL=http://HOST:PORT/production/verifyReceipt and LEDGER_APPSTORE_SANDBOX_URL=http://HOST:PORT/sandbox/verifyReceipt. Those two paths stand for Apple's two services: a receipt sent to the other environment's path answers 21007 or 21008, as Apple does, so the ledger records it in the right environment. Everything is in memory and lost when it stops.
 
             Receipts are signed: a changed receipt, or one from another simulator (another --signing-key), answers 21003. Receipts with an auto-renewable need the app's shared secret as "password" (else 21004). A sandbox simulator answers 21008 to production receipts, a production one 21007 to sandbox receipts.
 
@@ -47,8 +47,9 @@ struct AppStoreSim: AsyncParsableCommand {
                         "isRetryable": false, "latencyMilliseconds": 0}
               GET    /admin/faults
               DELETE /admin/faults
-              POST   /verifyReceipt
+              POST   /production/verifyReceipt, /sandbox/verifyReceipt
                        {"receipt-data", "password", "exclude-old-transactions"}
+              POST   /verifyReceipt   (this simulator's own environment)
             """
     )
 
@@ -102,14 +103,15 @@ struct AppStoreSim: AsyncParsableCommand {
     private static func printWelcome(base: String, environment: StoreEnvironment) {
         Output.line("""
             App Store simulator (\(environment)) listening on \(base)
-            verifyReceipt URL: \(base)/verifyReceipt
+            verifyReceipt URLs: \(base)/production/verifyReceipt and \(base)/sandbox/verifyReceipt
+              LEDGER_APPSTORE_PRODUCTION_URL=\(base)/production/verifyReceipt LEDGER_APPSTORE_SANDBOX_URL=\(base)/sandbox/verifyReceipt swift run ledger serve
 
             Try a purchase:
               curl -s -X PUT \(base)/admin/apps/com.example.app/products/com.example.app.coins -d '{"type":"consumable"}'
               curl -s -X POST \(base)/admin/users -d '{"userId":"alice"}'
               curl -s -X POST \(base)/admin/purchases -d '{"userId":"alice","bundleId":"com.example.app","productId":"com.example.app.coins","quantity":2}'
             then verify the "receipt" it returns:
-              curl -s -X POST \(base)/verifyReceipt -d '{"receipt-data":"RECEIPT"}'
+              curl -s -X POST \(base)/\(environment)/verifyReceipt -d '{"receipt-data":"RECEIPT"}'
             """)
     }
 }

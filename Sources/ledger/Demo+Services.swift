@@ -15,8 +15,9 @@ struct DemoLedgerService: Service {
     let logger: Logger
 
     func run() async throws {
-        let verifyURL = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))/verifyReceipt"
-        let appStore = AppStoreConfiguration(productionURL: verifyURL, sandboxURL: verifyURL)
+        let simulator = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
+        let appStore = AppStoreConfiguration(productionURL: simulator + "/production/verifyReceipt",
+                                             sandboxURL: simulator + "/sandbox/verifyReceipt")
         // The demo's group handles the signals; this nested group shuts down when it does.
         try await Serve.serve(
             settings: settings, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, logger: logger,

@@ -241,6 +241,29 @@ import Testing
         }
     }
 
+    /// One simulator behind both of the ledger's URLs, as the README suggests for working without
+    /// Apple: a sandbox receipt sent to the production path answers 21007, so the client asks the
+    /// sandbox path and the receipt is the sandbox's, even an iOS 6 transaction receipt whose answer
+    /// names no environment.
+    @Test(arguments: [StoreEnvironment.sandbox, .production])
+    func environmentComesFromTheServiceThatAcceptedTheReceipt(boughtIn environment: StoreEnvironment) async throws {
+        try await withSimulator(environment: environment) { sim in
+            try await sim.defineProduct(bundle, "levels", type: "non_consumable")
+            try await sim.createUser("alice")
+            let bought = try await sim.purchase("alice", bundle, "levels")
+            let verifier = sim.verifier(sandboxURL: sim.base + "/sandbox/verifyReceipt", productionURL: sim.base + "/production/verifyReceipt")
+            for receipt in [bought.transactionReceipt, bought.receipt] {
+                let verified = try await verifier.verify(ReceiptVerificationRequest(receiptData: receipt), logger: quietLogger)
+                #expect(verified.environment == environment)
+                #expect(verified.verifiedTransactions.allSatisfy { $0.environment == environment })
+            }
+            let other = environment == .sandbox ? "production" : "sandbox"
+            let (status, json) = try await sendJSON(.POST, sim.base + "/\(other)/verifyReceipt", ["receipt-data": bought.transactionReceipt])
+            #expect(status == 200)
+            #expect((json as? [String: Any])?["status"] as? Int == (environment == .sandbox ? 21007 : 21008))
+        }
+    }
+
     @Test func oldStyleReceiptShowsTheLatestRenewalWhileActiveAnd21006WhenExpired() async throws {
         try await withSimulator { sim in
             try await sim.defineProduct(bundle, "weekly", type: "auto_renewable", duration: "P7D")

@@ -11,6 +11,31 @@ import Testing
         return try ReceiptResponseParser(receiptSHA256: "abc", answeredBy: answeredBy).parse(root, status: status)
     }
 
+    /// Apple's receipt validation guide: a subscription receipt cancelled by support answers 21006
+    /// before its expiry. The period still running when the App Store answered so is reported over
+    /// at that moment; a period that really expired is not.
+    @Test func status21006BeforeExpiryReportsTheRunningPeriodOverWhenTheAnswerCame() throws {
+        let root = try #require(LenientJSON(data: Data(try fixture("old_style_auto_renewable_expired").utf8)))
+        let answeredAt = Date(milliseconds: 1_370_900_000_000) // 2013-06-10: inside the second week
+        let parsed = try ReceiptResponseParser(receiptSHA256: "abc", answeredBy: .production).parse(root, status: ReceiptStatus(code: 21006))
+        let receipt = VerifiedReceipt(
+            environment: parsed.environment, bundleId: parsed.bundleId, receiptSHA256: parsed.receiptSHA256, status: parsed.status,
+            style: parsed.style, transactions: parsed.transactions, pendingRenewals: parsed.pendingRenewals,
+            latestReceipt: parsed.latestReceipt, receiptCreationDate: parsed.receiptCreationDate, answeredAt: answeredAt
+        )
+        let verified = Dictionary(uniqueKeysWithValues: receipt.verifiedTransactions.map { ($0.transactionId, $0) })
+        #expect(verified["1000000078112233"]?.reportedOverAt == answeredAt, "the second week ran to June 14")
+        #expect(verified["1000000077341601"]?.reportedOverAt == nil, "the first week had ended on June 7")
+
+        let afterExpiry = VerifiedReceipt(
+            environment: parsed.environment, bundleId: parsed.bundleId, receiptSHA256: parsed.receiptSHA256, status: parsed.status,
+            style: parsed.style, transactions: parsed.transactions, pendingRenewals: parsed.pendingRenewals,
+            latestReceipt: parsed.latestReceipt, receiptCreationDate: parsed.receiptCreationDate,
+            answeredAt: Date(milliseconds: 1_371_300_000_000)
+        )
+        #expect(afterExpiry.verifiedTransactions.allSatisfy { $0.reportedOverAt == nil }, "expired as its dates say: nothing early")
+    }
+
     @Test func longProductionAppReceiptYieldsEachTransactionOnce() throws {
         let receipt = try parse("production_app_receipt_long")
         #expect(receipt.environment == .production)

@@ -18,7 +18,43 @@ struct NonRenewingScheduleTests {
             purchase("t2", "2025-02-10T09:00:00.000Z"),
         ])
         #expect(periods.map(\.start) == [utc("2025-01-31T09:00:00.000Z"), utc("2025-02-28T09:00:00.000Z")])
-        #expect(periods.map(\.end) == [utc("2025-02-28T09:00:00.000Z"), utc("2025-03-28T09:00:00.000Z")])
+        #expect(periods.map(\.end) == [utc("2025-02-28T09:00:00.000Z"), utc("2025-03-31T09:00:00.000Z")],
+                "the second end is the chain's start plus two months, not the first end plus one")
+    }
+
+    @Test("twelve one-month passes bought on January 31 end on January 31 of the next year, each on its month's last day")
+    func monthEndsDoNotDrift() {
+        let periods = NonRenewingSchedule.periods(of: (1...12).map { purchase("t\($0)", "2025-01-31T12:00:00.000Z") })
+        #expect(periods.last?.end == utc("2026-01-31T12:00:00.000Z"))
+        #expect(periods.map { LedgerJSON.formatTimestamp($0.end).prefix(10) } == [
+            "2025-02-28", "2025-03-31", "2025-04-30", "2025-05-31", "2025-06-30", "2025-07-31",
+            "2025-08-31", "2025-09-30", "2025-10-31", "2025-11-30", "2025-12-31", "2026-01-31",
+        ])
+        #expect(zip(periods, periods.dropFirst()).allSatisfy { $0.end == $1.start }, "back to back")
+    }
+
+    @Test("a gap starts a new chain at the purchase date")
+    func gapStartsANewChain() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2025-01-31T00:00:00.000Z"),
+            purchase("t2", "2025-05-31T00:00:00.000Z"),
+            purchase("t3", "2025-06-01T00:00:00.000Z"),
+        ])
+        #expect(periods[1].start == utc("2025-05-31T00:00:00.000Z"))
+        #expect(periods[2].end == utc("2025-07-31T00:00:00.000Z"), "May 31 plus two months")
+    }
+
+    @Test("activeUntil is the end of the group's run, through periods of the group's other products")
+    func activeUntilIsTheGroupsRun() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2025-03-01T00:00:00.000Z", product: "gold.week", duration: week),
+            purchase("t2", "2025-03-02T00:00:00.000Z", product: "gold.month"),
+        ])
+        let entitlements = Entitlements(at: utc("2025-03-03T00:00:00.000Z"), owned: [], periods: periods, balances: [])
+        let week = entitlements.subscriptions.first { $0.productId == "gold.week" }
+        #expect(week?.isActive == true)
+        #expect(week?.activeUntil == utc("2025-04-08T00:00:00.000Z"), "the week, then the month stacked on it")
+        #expect(entitlements.subscriptions.first { $0.productId == "gold.month" }?.isActive == false, "its own period starts on the 8th")
     }
 
     @Test("a purchase after the group's last period ended starts at its purchase date")

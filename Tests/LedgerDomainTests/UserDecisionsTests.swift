@@ -44,19 +44,7 @@ func transaction(
 }
 
 func types(_ events: [PendingEvent]) -> [String] {
-    events.map { event -> String in
-        switch event.event {
-        case .deviceRegistered: "DeviceRegistered"
-        case .purchaseRecorded: "PurchaseRecorded"
-        case .subscriptionRenewed: "SubscriptionRenewed"
-        case .purchaseRestored: "PurchaseRestored"
-        case .transactionFinished: "TransactionFinished"
-        case .purchaseFailed: "PurchaseFailed"
-        case .purchaseRevoked: "PurchaseRevoked"
-        case .itemConsumed: "ItemConsumed"
-        case .subscriptionRestoredToDevice: "SubscriptionRestoredToDevice"
-        }
-    }
+    events.map { type(of: $0.event.payload).typeName.name }
 }
 
 @Suite("Recording what the App Store confirmed")
@@ -107,6 +95,26 @@ struct RecordReceiptTests {
         stream.append(try UserDecisions.revoke(transactionId: "11", revokedAt: utc("2025-02-10T00:00:00.000Z"), reason: "refund", on: stream.state))
         let afterRefund = stream.state.entitlements(catalog: catalog, at: utc("2025-02-15T00:00:00.000Z"))
         #expect(afterRefund.subscriptions.first?.isActive == false, "the refunded renewal's period is taken back")
+    }
+
+    @Test("21006 before expiry: the subscription ends when the App Store said it was over, not at expires_date")
+    func cancelledBySupport() throws {
+        var stream = UserStream(catalog: catalog)
+        let purchase = transaction("10", "pro", date: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z")
+        try stream.receipt([purchase])
+        var over = purchase
+        over.reportedOverAt = utc("2025-01-10T12:00:00.000Z")
+        let decision = try stream.receipt([over])
+        #expect(types(decision.events) == ["SubscriptionCancelled"])
+        #expect(decision.events.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/cancellation/10")
+
+        let before = stream.state.entitlements(catalog: catalog, at: utc("2025-01-09T00:00:00.000Z")).subscriptions.first
+        #expect(before?.isActive == true)
+        #expect(before?.activeUntil == utc("2025-01-10T12:00:00.000Z"))
+        let after = stream.state.entitlements(catalog: catalog, at: utc("2025-01-20T00:00:00.000Z")).subscriptions.first
+        #expect(after?.isActive == false, "cancelled on the 10th, though the period ran to February 1")
+        #expect(stream.state.autoRenewablePeriods(catalog: catalog).map(\.end) == [utc("2025-01-10T12:00:00.000Z")])
+        #expect(try stream.receipt([over]).events.isEmpty, "reported once")
     }
 
     @Test("a refunded transaction in the receipt is recorded and revoked; a later refund of a known one is revoked")

@@ -43,6 +43,12 @@ public struct ISODuration: Hashable, Sendable, CustomStringConvertible {
     var totalMonths: Int { years * 12 + months }
     var totalDays: Int { weeks * 7 + days }
 
+    /// Both durations, part by part: `P1M + P1M` is `P2M`, so that adding it once to a start gives
+    /// the same day of the month two months on.
+    public static func + (lhs: ISODuration, rhs: ISODuration) -> ISODuration {
+        ISODuration(years: lhs.years + rhs.years, months: lhs.months + rhs.months, weeks: lhs.weeks + rhs.weeks, days: lhs.days + rhs.days)
+    }
+
     /// `date` plus this duration, in the UTC Gregorian calendar.
     public func added(to date: Date) -> Date {
         var result = date

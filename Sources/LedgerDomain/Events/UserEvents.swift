@@ -150,6 +150,23 @@ public struct PurchaseRevoked: LedgerEvent {
     }
 }
 
+/// The App Store reported an auto-renewable subscription over before its period ended: an old-style
+/// receipt answered 21006 ("expired") while the period still ran, which is how Apple reports a
+/// subscription support cancelled. The period ends at `cancelledAt`, not at its expiry. No money
+/// moved: a refund, when there is one, comes as a `PurchaseRevoked`.
+public struct SubscriptionCancelled: LedgerEvent {
+    public static let typeName = try! EventTypeName("SubscriptionCancelled", version: 1)
+    public let transactionId: String
+    public let cancelledAt: Date
+    public let reason: String
+
+    public init(transactionId: String, cancelledAt: Date, reason: String) {
+        self.transactionId = transactionId
+        self.cancelledAt = cancelledAt
+        self.reason = reason
+    }
+}
+
 /// The app used up some of a consumable.
 public struct ItemConsumed: LedgerEvent {
     public static let typeName = try! EventTypeName("ItemConsumed", version: 1)
@@ -188,6 +205,7 @@ public enum UserEvent: Hashable, Sendable {
     case purchaseRevoked(PurchaseRevoked)
     case itemConsumed(ItemConsumed)
     case subscriptionRestoredToDevice(SubscriptionRestoredToDevice)
+    case subscriptionCancelled(SubscriptionCancelled)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -207,6 +225,7 @@ public enum UserEvent: Hashable, Sendable {
         case .purchaseRevoked(let event): event
         case .itemConsumed(let event): event
         case .subscriptionRestoredToDevice(let event): event
+        case .subscriptionCancelled(let event): event
         }
     }
 
@@ -222,6 +241,7 @@ public enum UserEvent: Hashable, Sendable {
         entry(PurchaseRevoked.self, UserEvent.purchaseRevoked),
         entry(ItemConsumed.self, UserEvent.itemConsumed),
         entry(SubscriptionRestoredToDevice.self, UserEvent.subscriptionRestoredToDevice),
+        entry(SubscriptionCancelled.self, UserEvent.subscriptionCancelled),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

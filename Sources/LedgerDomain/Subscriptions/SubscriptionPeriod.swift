@@ -60,10 +60,20 @@ public struct NonRenewingPurchase: Hashable, Sendable {
 /// The periods non-renewing purchases give.
 ///
 /// Within a subscription group, purchases stack in purchase order: each starts at the later of
-/// its purchase date and the end of the group's previous period, and lasts its duration. Revoked
+/// its purchase date and the end of the group's previous period, and lasts its duration. Periods
+/// that follow each other without a gap form a chain, and every end is computed from the chain's
+/// start (start + P1M, start + 2 × P1M, …), never from the previous end, so twelve months bought on
+/// January 31 end on January 31 of the next year instead of drifting to the 28th. Revoked
 /// purchases are left out before stacking, so the periods after a refunded one move up. The result
 /// depends only on the set of purchases, not on the order they arrive in.
 public enum NonRenewingSchedule {
+    /// A group's unbroken run of periods so far: where it started, how long it lasts, where it ends.
+    private struct Chain {
+        let start: Date
+        var length: ISODuration
+        var end: Date
+    }
+
     public static func periods(
         of purchases: some Sequence<NonRenewingPurchase>,
         revoked: Set<String> = []
@@ -71,16 +81,20 @@ public enum NonRenewingSchedule {
         let live = purchases
             .filter { !revoked.contains($0.transactionId) }
             .sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
-        var groupEnds: [String: Date] = [:]
+        var chains: [String: Chain] = [:]
         var periods: [SubscriptionPeriod] = []
         var seen = Set<String>()
         for purchase in live where seen.insert(purchase.transactionId).inserted {
-            let start = max(purchase.purchaseDate, groupEnds[purchase.group] ?? purchase.purchaseDate)
-            let end = purchase.duration.added(to: start)
-            groupEnds[purchase.group] = end
+            var chain = chains[purchase.group]
+                .flatMap { $0.end.milliseconds >= purchase.purchaseDate.milliseconds ? $0 : nil }
+                ?? Chain(start: purchase.purchaseDate, length: ISODuration(), end: purchase.purchaseDate)
+            let start = chain.end
+            chain.length = chain.length + purchase.duration
+            chain.end = chain.length.added(to: chain.start)
+            chains[purchase.group] = chain
             periods.append(SubscriptionPeriod(
                 transactionId: purchase.transactionId, productId: purchase.productId,
-                group: purchase.group, kind: .nonRenewing, start: start, end: end
+                group: purchase.group, kind: .nonRenewing, start: start, end: chain.end
             ))
         }
         return periods

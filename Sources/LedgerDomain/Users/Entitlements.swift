@@ -28,8 +28,8 @@ public struct Entitlements: Hashable, Sendable {
         public let group: String
         public let kind: SubscriptionKind
         public var isActive: Bool { activeUntil != nil }
-        /// The end of the unbroken run of periods covering `at` (stacked periods count as one run);
-        /// nil when no period covers it.
+        /// When active, the end of the subscription group's unbroken run of periods covering `at`
+        /// (stacked periods of any of the group's products count as one run); nil when inactive.
         public let activeUntil: Date?
         /// The end of the last period bought.
         public let expiresAt: Date
@@ -47,25 +47,34 @@ public struct Entitlements: Hashable, Sendable {
     public let consumables: [Consumable]
 
     /// The rule. Owned for ever: non-consumables and free subscriptions. A subscription product is
-    /// active when one of its periods covers `at`, until the end of the run of periods that does.
-    /// A consumable is listed while its balance is above zero.
+    /// active when one of its periods covers `at`, until the end of its subscription group's run
+    /// of periods that does (stacked periods of the group's products count as one run). A
+    /// consumable is listed while its balance is above zero.
     public init(at instant: Date, owned: [Owned], periods: [SubscriptionPeriod], balances: [ConsumableBalance]) {
         at = instant
         self.owned = owned.filter { $0.productType.isOwnedForever }
         consumables = balances.filter { $0.balance > 0 }.map { Consumable(productId: $0.productId, balance: $0.balance) }
         var byProduct: [SubscriptionKey: [SubscriptionPeriod]] = [:]
-        for period in periods { byProduct[SubscriptionKey(kind: period.kind, productId: period.productId), default: []].append(period) }
+        var byGroup: [SubscriptionKey: [SubscriptionPeriod]] = [:]
+        for period in periods {
+            byProduct[SubscriptionKey(kind: period.kind, name: period.productId), default: []].append(period)
+            byGroup[SubscriptionKey(kind: period.kind, name: period.group), default: []].append(period)
+        }
+        // The runs of each group: periods of its products that follow each other count as one.
+        let groupRuns = byGroup.mapValues { Self.runs(of: $0.sorted { $0.start < $1.start }) }
         subscriptions = byProduct.values.map { periods in
-            let sorted = periods.sorted { $0.start < $1.start }
-            let until = Self.runs(of: sorted).first { SubscriptionPeriod.covers(start: $0.start, end: $0.end, instant) }?.end
-            return Subscription(productId: sorted[0].productId, group: sorted[0].group, kind: sorted[0].kind,
-                                activeUntil: until, expiresAt: sorted.map(\.end).max()!)
+            let first = periods[0]
+            let isActive = periods.contains { $0.isActive(at: instant) }
+            let run = groupRuns[SubscriptionKey(kind: first.kind, name: first.group)]?
+                .first { SubscriptionPeriod.covers(start: $0.start, end: $0.end, instant) }
+            return Subscription(productId: first.productId, group: first.group, kind: first.kind,
+                                activeUntil: isActive ? run?.end : nil, expiresAt: periods.map(\.end).max()!)
         }.sorted { ($0.kind.rawValue, $0.productId) < ($1.kind.rawValue, $1.productId) }
     }
 
     private struct SubscriptionKey: Hashable {
         let kind: SubscriptionKind
-        let productId: String
+        let name: String
     }
 
     /// Periods merged where one starts by the time the previous ends.

@@ -66,6 +66,8 @@ public enum UserDecisions {
                     decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                         transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
                     )), deduplicationKey: try key(.revocation)))
+                } else if let over = transaction.reportedOverAt, !recorded.isRevoked, recorded.cancelledAt == nil {
+                    decide(cancellation(transaction, at: over, key: try key(.cancellation)))
                 }
                 continue
             }
@@ -101,9 +103,20 @@ public enum UserDecisions {
                 decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                     transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
                 )), deduplicationKey: try key(.revocation)))
+            } else if let over = transaction.reportedOverAt, transaction.expiresDate != nil, transaction.kind != .restore {
+                decide(cancellation(transaction, at: over, key: try key(.cancellation)))
             }
         }
         return ReceiptDecision(events: events, duplicates: duplicates)
+    }
+
+    /// A subscription the App Store reported over (21006) while its period still ran: cancelled by
+    /// support, Apple's receipt validation guide says. It ends when the App Store said so.
+    private static func cancellation(_ transaction: VerifiedTransaction, at instant: Date, key: DeduplicationKey) -> PendingEvent {
+        PendingEvent(.subscriptionCancelled(SubscriptionCancelled(
+            transactionId: transaction.transactionId, cancelledAt: instant,
+            reason: "the App Store answered 21006 (subscription over) before the period's expiry: cancelled by Apple support"
+        )), deduplicationKey: key)
     }
 
     private static func appStoreKey(app bundleID: String, _ transaction: VerifiedTransaction, kind: DeduplicationKey.AppStoreKind) throws(DecisionError) -> DeduplicationKey {

@@ -44,11 +44,11 @@ extension UserLedger {
     }
 
     /// The auto-renewable periods: each non-revoked purchase or renewal's `[purchase date, expiry)`,
-    /// in the product's subscription group.
+    /// ended early where the App Store reported it cancelled, in the product's subscription group.
     public func autoRenewablePeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
         transactionsInOrder.compactMap { transaction in
             guard transaction.productType == .autoRenewable, transaction.kind != .restore, !transaction.isRevoked,
-                  let expires = transaction.expiresDate
+                  let expires = transaction.periodEnd, transaction.purchaseDate.milliseconds < expires.milliseconds
             else { return nil }
             return SubscriptionPeriod(
                 transactionId: transaction.transactionId, productId: transaction.productId,

@@ -35,6 +35,15 @@ public struct UserLedger: Hashable, Sendable {
         /// the App Store or support says it happened).
         public internal(set) var revokedPosition: Int64?
         public internal(set) var revocationRecordedAt: Date?
+        /// Auto-renewables: when the App Store reported the subscription over before its expiry.
+        public internal(set) var cancelledAt: Date? = nil
+
+        /// Where the period this transaction paid for ends: its expiry, or an earlier cancellation.
+        public var periodEnd: Date? {
+            guard let expiresDate else { return nil }
+            guard let cancelledAt, cancelledAt < expiresDate else { return expiresDate }
+            return cancelledAt
+        }
 
         public var isRevoked: Bool { revokedAt != nil }
     }
@@ -128,6 +137,9 @@ public struct UserLedger: Hashable, Sendable {
             transactions[event.transactionId]?.revocationReason = event.reason
             transactions[event.transactionId]?.revokedPosition = position
             transactions[event.transactionId]?.revocationRecordedAt = recordedAt
+        case .subscriptionCancelled(let event):
+            if let earlier = transactions[event.transactionId]?.cancelledAt, earlier <= event.cancelledAt { break }
+            transactions[event.transactionId]?.cancelledAt = event.cancelledAt
         case .itemConsumed(let event):
             consumed[event.productId, default: 0] += event.quantity
         case .subscriptionRestoredToDevice(let event):

@@ -148,7 +148,7 @@ struct APIHarness: Sendable {
                 for scope in APIScope.allCases { keys[scope.rawValue] = try await registry.createKey(app: app, scopes: [scope]).token }
 
                 let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
-                    productionURL: simulatorBase + "/verifyReceipt", sandboxURL: simulatorBase + "/verifyReceipt",
+                    productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt",
                     timeout: .seconds(10), retry: appStoreRetry
                 ))
                 let server = LedgerServer(
