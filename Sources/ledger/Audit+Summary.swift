@@ -74,7 +74,12 @@ extension Audit {
                     ("refunded", { $0.refundedAmount }), ("net", { $0.net }), ("unpriced", { String($0.unpriced) }),
                 ]
                 Table.print(header: columns.map(\.0), rows: rows.map { row in columns.map { $0.1(row) } })
-                if rows.isEmpty { Output.line("no audit trail rows match") }
+                if rows.isEmpty {
+                    Output.line("no audit trail rows match")
+                    if auditFilter.environment == .production {
+                        Output.error("only production rows are totalled unless asked: --environment sandbox or --environment all shows the others")
+                    }
+                }
             }
         }
     }
