@@ -10,7 +10,7 @@ import LedgerDomain
 /// per group. Revoked purchases give nothing. Whether a row is active is decided when it is read
 /// (`expires_at IS NULL OR now() < expires_at`), never stored. Version 2: non-renewing ends as
 /// `subscription_periods` v2 computes them (from the chain's start, no month-end drift), and
-/// auto-renewables end early where the App Store reported them cancelled (`SubscriptionCancelled`).
+/// auto-renewables end early where the App Store reported them expired (21006) before their expiry.
 public enum OwnershipProjection: UserProjection {
     public static let name = ProjectionName.ownership
     public static let version = 2

@@ -29,6 +29,6 @@ public enum UnfinishedTransactionsProjection: UserProjection {
     }
 
     public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
-        state.transactionsInOrder.filter { !state.finished.contains($0.transactionId) }.map(Row.init(transaction:))
+        state.transactionsInOrder.filter { !state.isFinished($0.transactionId) }.map(Row.init(transaction:))
     }
 }

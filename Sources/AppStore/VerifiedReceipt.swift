@@ -71,7 +71,7 @@ public struct VerifiedReceipt: Hashable, Sendable {
         }
         return transactions.map { transaction in
             var verified = transaction.verified(in: environment)
-            if isReportedOverEarly(transaction) { verified.reportedOverAt = answeredAt }
+            if status.code == 21006, transaction.expiresDate != nil { verified.expiryReportedAt = answeredAt }
             guard transaction.kind == .renewal, let lineItem = transaction.webOrderLineItemId,
                   let payment = payments[lineItem], payment.transactionId != transaction.transactionId
             else { return verified }
@@ -81,13 +81,6 @@ public struct VerifiedReceipt: Hashable, Sendable {
                 expiresDate: verified.expiresDate, cancellationDate: verified.cancellationDate, environment: verified.environment
             )
         }
-    }
-
-    /// An answer of 21006 ("the subscription is over") for a period that has not reached its expiry:
-    /// Apple's sign that support cancelled the subscription (a refund would carry a cancellation date).
-    func isReportedOverEarly(_ transaction: ReceiptTransaction) -> Bool {
-        guard status.code == 21006, transaction.cancellationDate == nil, let expires = transaction.expiresDate else { return false }
-        return answeredAt.milliseconds < expires.milliseconds
     }
 
     /// The transaction with this id, if the receipt has it.

@@ -13,8 +13,8 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case restore
         /// The App Store or support took it back.
         case revocation
-        /// The App Store reported the subscription over before its period ended.
-        case cancellation
+        /// The App Store answered 21006 (expired) for it: recorded the first time only.
+        case expiryReport = "expiry_report"
     }
 
     public let rawValue: String

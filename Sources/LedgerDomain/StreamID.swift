@@ -55,7 +55,5 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         return nil
     }
 
-    public var kind: Kind? { Self.kind(of: rawValue) }
-
     public var description: String { rawValue }
 }

@@ -17,7 +17,7 @@ extension LedgerAPI {
     struct RecordedItem: Encodable, Sendable {
         let transactionId: String?
         let productId: String?
-        /// purchase, renewal, restore, revocation, cancellation, device, finish, failure, consumption, subscription_restore
+        /// purchase, renewal, restore, revocation, expiry_report, device, finish, failure, consumption, subscription_restore
         let kind: String
         let position: Int64
 
@@ -139,7 +139,8 @@ extension LedgerAPI.RecordedItem {
         case .purchaseFailed(let e): self.init(transactionId: nil, productId: e.productId, kind: "failure", position: position)
         case .itemConsumed(let e): self.init(transactionId: nil, productId: e.productId, kind: "consumption", position: position)
         case .subscriptionRestoredToDevice: self.init(transactionId: nil, productId: nil, kind: "subscription_restore", position: position)
-        case .subscriptionCancelled(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "cancellation", position: position)
+        case .subscriptionExpiryReported(let e):
+            self.init(transactionId: e.transactionId, productId: nil, kind: "expiry_report", position: position)
         }
     }
 }

@@ -174,15 +174,16 @@ extension LedgerAPI {
                 let reply = try await run()
                 try await idempotency.complete(app: app, key: key, status: Int(reply.status.code), body: reply.body)
                 return reply.response
-            } catch let error where APIError(mapping: error).map({ (400..<500).contains($0.status.code) }) == true {
-                // A refusal is an answer too: a retry under the key gets it again.
-                let refusal = APIError(mapping: error)!
+            } catch {
+                // A refusal is an answer too: a retry under the key gets it again. Anything a retry
+                // could change (5xx, unexpected) releases the key.
+                guard let refusal = APIError(mapping: error), (400..<500).contains(refusal.status.code) else {
+                    try? await idempotency.release(app: app, key: key)
+                    throw error
+                }
                 let body = try APIJSON.makeEncoder().encode(refusal.body(requestID: context.requestID))
                 try await idempotency.complete(app: app, key: key, status: Int(refusal.status.code), body: body)
                 throw refusal
-            } catch {
-                try? await idempotency.release(app: app, key: key)
-                throw error
             }
         }
     }

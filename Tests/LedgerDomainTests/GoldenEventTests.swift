@@ -46,10 +46,7 @@ struct GoldenSample: Sendable, CustomStringConvertible {
             GoldenSample(PurchaseRevoked(transactionId: "1000000012345678", revokedAt: utc("2013-01-05T16:30:00.250Z"), reason: "refunded by Apple (cancellation_date)")),
             GoldenSample(ItemConsumed(productId: "com.example.app.coins.100", quantity: 1, deviceId: "9A1F-device")),
             GoldenSample(SubscriptionRestoredToDevice(deviceId: "second-device", transactionIds: ["1000000012345700", "1000000012345800"])),
-            GoldenSample(SubscriptionCancelled(
-                transactionId: "1000000012345800", cancelledAt: utc("2013-01-20T08:00:00.000Z"),
-                reason: "the App Store answered 21006 (subscription over) before the period's expiry: cancelled by Apple support"
-            )),
+            GoldenSample(SubscriptionExpiryReported(transactionId: "1000000012345800", reportedAt: utc("2013-01-20T08:00:00.000Z"), status: 21006)),
         ]
     }()
 }

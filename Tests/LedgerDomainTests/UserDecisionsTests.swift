@@ -103,10 +103,10 @@ struct RecordReceiptTests {
         let purchase = transaction("10", "pro", date: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z")
         try stream.receipt([purchase])
         var over = purchase
-        over.reportedOverAt = utc("2025-01-10T12:00:00.000Z")
+        over.expiryReportedAt = utc("2025-01-10T12:00:00.000Z")
         let decision = try stream.receipt([over])
-        #expect(types(decision.events) == ["SubscriptionCancelled"])
-        #expect(decision.events.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/cancellation/10")
+        #expect(types(decision.events) == ["SubscriptionExpiryReported"])
+        #expect(decision.events.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/expiry_report/10")
 
         let before = stream.state.entitlements(catalog: catalog, at: utc("2025-01-09T00:00:00.000Z")).subscriptions.first
         #expect(before?.isActive == true)
@@ -115,6 +115,16 @@ struct RecordReceiptTests {
         #expect(after?.isActive == false, "cancelled on the 10th, though the period ran to February 1")
         #expect(stream.state.autoRenewablePeriods(catalog: catalog).map(\.end) == [utc("2025-01-10T12:00:00.000Z")])
         #expect(try stream.receipt([over]).events.isEmpty, "reported once")
+    }
+
+    @Test("21006 after expiry is recorded too, and changes nothing: the period ended as its dates say")
+    func expiredAsItsDatesSay() throws {
+        var stream = UserStream(catalog: catalog)
+        var expired = transaction("20", "pro", date: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z")
+        expired.expiryReportedAt = utc("2025-03-01T00:00:00.000Z")
+        let decision = try stream.receipt([expired])
+        #expect(types(decision.events) == ["DeviceRegistered", "PurchaseRecorded", "SubscriptionExpiryReported"])
+        #expect(stream.state.autoRenewablePeriods(catalog: catalog).map(\.end) == [utc("2025-02-01T00:00:00.000Z")])
     }
 
     @Test("a refunded transaction in the receipt is recorded and revoked; a later refund of a known one is revoked")

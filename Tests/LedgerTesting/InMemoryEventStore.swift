@@ -8,8 +8,6 @@ import LedgerDomain
 public actor InMemoryEventStore: EventStore {
     private var log: [RecordedEvent] = []
     private var keys: [String: AppendResult.EventReference] = [:]
-    /// Appends seen, refused ones included (for tests of retries).
-    public private(set) var appendAttempts = 0
     /// Runs before each append is judged: a test can write in between, as a concurrent writer would.
     private var beforeAppend: (@Sendable (InMemoryEventStore) async throws -> Void)?
 
@@ -20,7 +18,6 @@ public actor InMemoryEventStore: EventStore {
     }
 
     public func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
-        appendAttempts += 1
         if let hook = beforeAppend {
             beforeAppend = nil
             try await hook(self)

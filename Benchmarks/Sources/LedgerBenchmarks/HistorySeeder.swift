@@ -135,7 +135,7 @@ public struct HistorySeeder: Sendable {
         written += try await execute(app: app, user: user) { state, catalog in
             var events: [PendingEvent] = []
             for transaction in transactions where state.transactions[transaction.transactionId] != nil
-                && !state.finished.contains(transaction.transactionId) && random.next() % 10 != 0 {
+                && !state.isFinished(transaction.transactionId) && random.next() % 10 != 0 {
                 events.append(PendingEvent(.transactionFinished(TransactionFinished(transactionId: transaction.transactionId, deviceId: device))))
             }
             let balance = state.balance(of: "coins.100")

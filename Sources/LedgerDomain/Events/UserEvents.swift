@@ -150,20 +150,21 @@ public struct PurchaseRevoked: LedgerEvent {
     }
 }
 
-/// The App Store reported an auto-renewable subscription over before its period ended: an old-style
-/// receipt answered 21006 ("expired") while the period still ran, which is how Apple reports a
-/// subscription support cancelled. The period ends at `cancelledAt`, not at its expiry. No money
-/// moved: a refund, when there is one, comes as a `PurchaseRevoked`.
-public struct SubscriptionCancelled: LedgerEvent {
-    public static let typeName = try! EventTypeName("SubscriptionCancelled", version: 1)
+/// The App Store answered status 21006 ("valid but the subscription has expired") for a receipt
+/// holding this auto-renewable transaction, at `reportedAt`. A fact, recorded the first time it is
+/// seen: what it means is the fold's to judge (an answer before the period's expiry is how Apple
+/// reports a subscription support cancelled, so the period then ends at `reportedAt`). No money moved.
+public struct SubscriptionExpiryReported: LedgerEvent {
+    public static let typeName = try! EventTypeName("SubscriptionExpiryReported", version: 1)
     public let transactionId: String
-    public let cancelledAt: Date
-    public let reason: String
+    public let reportedAt: Date
+    /// The App Store's status, 21006.
+    public let status: Int
 
-    public init(transactionId: String, cancelledAt: Date, reason: String) {
+    public init(transactionId: String, reportedAt: Date, status: Int) {
         self.transactionId = transactionId
-        self.cancelledAt = cancelledAt
-        self.reason = reason
+        self.reportedAt = reportedAt
+        self.status = status
     }
 }
 
@@ -205,7 +206,7 @@ public enum UserEvent: Hashable, Sendable {
     case purchaseRevoked(PurchaseRevoked)
     case itemConsumed(ItemConsumed)
     case subscriptionRestoredToDevice(SubscriptionRestoredToDevice)
-    case subscriptionCancelled(SubscriptionCancelled)
+    case subscriptionExpiryReported(SubscriptionExpiryReported)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -225,7 +226,7 @@ public enum UserEvent: Hashable, Sendable {
         case .purchaseRevoked(let event): event
         case .itemConsumed(let event): event
         case .subscriptionRestoredToDevice(let event): event
-        case .subscriptionCancelled(let event): event
+        case .subscriptionExpiryReported(let event): event
         }
     }
 
@@ -241,7 +242,7 @@ public enum UserEvent: Hashable, Sendable {
         entry(PurchaseRevoked.self, UserEvent.purchaseRevoked),
         entry(ItemConsumed.self, UserEvent.itemConsumed),
         entry(SubscriptionRestoredToDevice.self, UserEvent.subscriptionRestoredToDevice),
-        entry(SubscriptionCancelled.self, UserEvent.subscriptionCancelled),
+        entry(SubscriptionExpiryReported.self, UserEvent.subscriptionExpiryReported),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

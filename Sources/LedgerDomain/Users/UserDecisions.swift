@@ -66,8 +66,9 @@ public enum UserDecisions {
                     decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                         transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
                     )), deduplicationKey: try key(.revocation)))
-                } else if let over = transaction.reportedOverAt, !recorded.isRevoked, recorded.cancelledAt == nil {
-                    decide(cancellation(transaction, at: over, key: try key(.cancellation)))
+                }
+                if let reported = transaction.expiryReportedAt, recorded.expiresDate != nil, recorded.expiryReportedAt == nil {
+                    decide(expiryReport(transaction, at: reported, key: try key(.expiryReport)))
                 }
                 continue
             }
@@ -103,19 +104,18 @@ public enum UserDecisions {
                 decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
                     transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
                 )), deduplicationKey: try key(.revocation)))
-            } else if let over = transaction.reportedOverAt, transaction.expiresDate != nil, transaction.kind != .restore {
-                decide(cancellation(transaction, at: over, key: try key(.cancellation)))
+            }
+            if let reported = transaction.expiryReportedAt, state.transactions[transaction.transactionId]?.expiresDate != nil {
+                decide(expiryReport(transaction, at: reported, key: try key(.expiryReport)))
             }
         }
         return ReceiptDecision(events: events, duplicates: duplicates)
     }
 
-    /// A subscription the App Store reported over (21006) while its period still ran: cancelled by
-    /// support, Apple's receipt validation guide says. It ends when the App Store said so.
-    private static func cancellation(_ transaction: VerifiedTransaction, at instant: Date, key: DeduplicationKey) -> PendingEvent {
-        PendingEvent(.subscriptionCancelled(SubscriptionCancelled(
-            transactionId: transaction.transactionId, cancelledAt: instant,
-            reason: "the App Store answered 21006 (subscription over) before the period's expiry: cancelled by Apple support"
+    /// The App Store's 21006 answer, as reported. `UserLedger.Transaction.periodEnd` judges it.
+    private static func expiryReport(_ transaction: VerifiedTransaction, at instant: Date, key: DeduplicationKey) -> PendingEvent {
+        PendingEvent(.subscriptionExpiryReported(SubscriptionExpiryReported(
+            transactionId: transaction.transactionId, reportedAt: instant, status: 21006
         )), deduplicationKey: key)
     }
 
@@ -194,7 +194,7 @@ extension UserDecisions {
     /// The app finished a transaction (StoreKit `finishTransaction`). Finishing it again records nothing.
     public static func finish(transactionId: String, deviceId: String, on state: UserLedger) throws(DecisionError) -> [PendingEvent] {
         guard state.transactions[transactionId] != nil else { throw .unknownTransaction(transactionId) }
-        guard !state.finished.contains(transactionId) else { return [] }
+        guard !state.isFinished(transactionId) else { return [] }
         return registerDevice(deviceId, on: state)
             + [PendingEvent(.transactionFinished(TransactionFinished(transactionId: transactionId, deviceId: deviceId)))]
     }

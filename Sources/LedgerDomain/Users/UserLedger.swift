@@ -35,14 +35,15 @@ public struct UserLedger: Hashable, Sendable {
         /// the App Store or support says it happened).
         public internal(set) var revokedPosition: Int64?
         public internal(set) var revocationRecordedAt: Date?
-        /// Auto-renewables: when the App Store reported the subscription over before its expiry.
-        public internal(set) var cancelledAt: Date? = nil
+        /// Auto-renewables: when the App Store first answered that the subscription had expired (21006).
+        public internal(set) var expiryReportedAt: Date? = nil
 
-        /// Where the period this transaction paid for ends: its expiry, or an earlier cancellation.
+        /// Where the period this transaction paid for ends: its expiry, or, when the App Store said
+        /// the subscription was over while the period still ran (support cancelled it), then.
         public var periodEnd: Date? {
             guard let expiresDate else { return nil }
-            guard let cancelledAt, cancelledAt < expiresDate else { return expiresDate }
-            return cancelledAt
+            guard let reported = expiryReportedAt, reported.milliseconds < expiresDate.milliseconds else { return expiresDate }
+            return reported
         }
 
         public var isRevoked: Bool { revokedAt != nil }
@@ -83,9 +84,11 @@ public struct UserLedger: Hashable, Sendable {
     public private(set) var consumed: [String: Int] = [:]
     /// Which non-renewing transactions each device has received.
     public private(set) var deliveredToDevice: [String: Set<String>] = [:]
-    public private(set) var finished: Set<String> = []
-    /// Where each finished transaction's first `TransactionFinished` is in the log.
+    /// Each finished transaction, with where its first `TransactionFinished` is in the log.
     public private(set) var finishPositions: [String: Int64] = [:]
+
+    /// Whether a device finished the transaction.
+    public func isFinished(_ transactionId: String) -> Bool { finishPositions[transactionId] != nil }
     /// Every delivery to a device, in log order.
     public private(set) var deliveries: [Delivery] = []
 
@@ -129,7 +132,7 @@ public struct UserLedger: Hashable, Sendable {
             deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .restore,
                                        position: position, recordedAt: recordedAt))
         case .transactionFinished(let event):
-            if finished.insert(event.transactionId).inserted { finishPositions[event.transactionId] = position }
+            if finishPositions[event.transactionId] == nil { finishPositions[event.transactionId] = position }
         case .purchaseFailed:
             break
         case .purchaseRevoked(let event):
@@ -137,9 +140,9 @@ public struct UserLedger: Hashable, Sendable {
             transactions[event.transactionId]?.revocationReason = event.reason
             transactions[event.transactionId]?.revokedPosition = position
             transactions[event.transactionId]?.revocationRecordedAt = recordedAt
-        case .subscriptionCancelled(let event):
-            if let earlier = transactions[event.transactionId]?.cancelledAt, earlier <= event.cancelledAt { break }
-            transactions[event.transactionId]?.cancelledAt = event.cancelledAt
+        case .subscriptionExpiryReported(let event):
+            if let earlier = transactions[event.transactionId]?.expiryReportedAt, earlier <= event.reportedAt { break }
+            transactions[event.transactionId]?.expiryReportedAt = event.reportedAt
         case .itemConsumed(let event):
             consumed[event.productId, default: 0] += event.quantity
         case .subscriptionRestoredToDevice(let event):

@@ -21,16 +21,16 @@ public struct VerifiedTransaction: Hashable, Sendable {
     /// Set when Apple refunded or support cancelled the transaction.
     public let cancellationDate: Date?
     public let environment: StoreEnvironment
-    /// Set when the App Store answered that the subscription is over (21006) while this period still
-    /// ran: when it answered so.
-    public var reportedOverAt: Date?
+    /// Auto-renewables in an answer of status 21006 (the subscription has expired): when the App
+    /// Store answered so. Recorded as reported; the fold judges what it means.
+    public var expiryReportedAt: Date?
 
     public init(
         kind: Kind, transactionId: String, originalTransactionId: String, productId: String, quantity: Int,
         purchaseDate: Date, expiresDate: Date? = nil, cancellationDate: Date? = nil, environment: StoreEnvironment,
-        reportedOverAt: Date? = nil
+        expiryReportedAt: Date? = nil
     ) {
-        self.reportedOverAt = reportedOverAt
+        self.expiryReportedAt = expiryReportedAt
         self.kind = kind
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
