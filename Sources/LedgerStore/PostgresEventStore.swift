@@ -190,13 +190,14 @@ public struct PostgresEventStore: EventStore {
     }
 
     public func readAll(after position: Int64, stream: StreamID? = nil, limit: Int = 1_000) async throws -> [RecordedEvent] {
-        // Only rows of transactions older than every running one: nothing earlier can still appear.
+        // Only rows of transactions older than every append still running in this database
+        // (ledger.follow_horizon, evaluated once per statement): nothing earlier can still appear.
         if let stream {
             return try await Self.decode(client.query(
                 """
                 SELECT \(unescaped: Self.columns) FROM ledger.events
                 WHERE "position" > \(position) AND stream_id = \(stream.rawValue)
-                  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                  AND transaction_id < (SELECT ledger.follow_horizon())
                 ORDER BY "position" LIMIT \(limit)
                 """,
                 logger: logger
@@ -205,7 +206,7 @@ public struct PostgresEventStore: EventStore {
         return try await Self.decode(client.query(
             """
             SELECT \(unescaped: Self.columns) FROM ledger.events
-            WHERE "position" > \(position) AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+            WHERE "position" > \(position) AND transaction_id < (SELECT ledger.follow_horizon())
             ORDER BY "position" LIMIT \(limit)
             """,
             logger: logger

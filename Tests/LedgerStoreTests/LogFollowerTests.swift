@@ -115,6 +115,39 @@ struct LogFollowerTests {
         }
     }
 
+    @Test("a transaction held open in another database of the server does not hold this ledger's followers back")
+    func otherDatabaseTransaction() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            // Another database's transaction that holds a transaction id, as a DROP DATABASE waiting
+            // for a checkpoint does: before the per-database horizon it stalled every follower.
+            try await TestDatabase.withConnection(settings.with(database: "postgres")) { elsewhere in
+                try await elsewhere.query("BEGIN", logger: TestDatabase.logger)
+                try await elsewhere.query("SELECT pg_current_xact_id()", logger: TestDatabase.logger)
+                let appended = try await store.append([try .purchase("while-elsewhere-open")], to: StreamID("user/app/h"), expecting: .any)
+                // (`eventually`: another test's transaction that ended between the snapshot and the
+                // look at pg_stat_activity cannot be placed, and holds the horizon for that one read.)
+                #expect(try await eventually(timeout: .seconds(5)) {
+                    try await store.readAll(after: 0, stream: nil, limit: 100).map(\.position) == [appended.position]
+                })
+
+                // The same, held open in this database, still holds the horizon: it might append.
+                try await TestDatabase.withConnection(settings) { here in
+                    try await here.query("BEGIN", logger: TestDatabase.logger)
+                    try await here.query("SELECT pg_current_xact_id()", logger: TestDatabase.logger)
+                    let later = try await store.append([try .purchase("while-here-open")], to: StreamID("user/app/h"), expecting: .any)
+                    let whileOpen = try await store.readAll(after: 0, stream: nil, limit: 100).map(\.position)
+                    #expect(!whileOpen.contains(later.position))
+                    try await here.query("ROLLBACK", logger: TestDatabase.logger)
+                    #expect(try await eventually(timeout: .seconds(5)) {
+                        try await store.readAll(after: 0, stream: nil, limit: 100).map(\.position) == [appended.position, later.position]
+                    })
+                }
+                try await elsewhere.query("ROLLBACK", logger: TestDatabase.logger)
+            }
+        }
+    }
+
     @Test("a rolled-back append leaves a hole that never stalls followers")
     func rolledBackHole() async throws {
         try await TestDatabase.withDatabase { client, settings in

@@ -6,8 +6,9 @@ import PostgresNIO
 
 /// Shared by the integration test targets.
 ///
-/// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` when set, otherwise the
-/// same managed local server the program uses (under the package's `.ledger/`).
+/// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` when set, otherwise a
+/// managed local server of the tests' own, under `.ledger/tests/` (or `$LEDGER_HOME/tests/`), run
+/// without flushes to disk since every test database is dropped.
 ///
 /// Every test gets a database of its own, migrated, so tests run in parallel without sharing a
 /// log. There is no skipping: when no server can be had, the test fails and says why.
@@ -26,9 +27,11 @@ public enum TestDatabase {
         let packageRoot = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var environment = ProcessInfo.processInfo.environment
-        environment["LEDGER_HOME"] = environment["LEDGER_HOME"] ?? packageRoot.appendingPathComponent(".ledger").path
+        let home = environment["LEDGER_HOME"].map { URL(fileURLWithPath: $0) } ?? packageRoot.appendingPathComponent(".ledger")
+        // A server of the tests' own, beside the program's (never the program's: its data is kept).
+        environment["LEDGER_HOME"] = home.appendingPathComponent("tests").path
         do {
-            return try await LocalPostgres(environment: environment).start(logger: logger)
+            return try await LocalPostgres(environment: environment, durability: .throwaway).start(logger: logger)
         } catch {
             throw TestDatabaseUnavailable(reason: "\(error)")
         }
