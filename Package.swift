@@ -129,7 +129,7 @@ let package = Package(
         .executableTarget(
             name: "ledger",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
+                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
                 "LedgerProjections", "LedgerDemo", "LedgerBenchmarks", "AppStore", "AppStoreSimulator",
                 .argumentParser, .asyncHTTPClient, .nioCore, .nioHTTP1, .logging, .serviceLifecycle,
                 .unixSignals,
@@ -142,22 +142,29 @@ let package = Package(
         .target(
             name: "LedgerTesting",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
+                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
                 .asyncHTTPClient, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
                 .serviceLifecycle,
             ],
             path: "Tests/LedgerTesting",
             swiftSettings: swiftSettings
         ),
+        // App Store answers for tests, with no dependency beyond the domain.
+        .target(
+            name: "LedgerDomainTesting",
+            dependencies: ["LedgerDomain"],
+            path: "Tests/LedgerDomainTesting",
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "LedgerDomainTests",
-            dependencies: ["LedgerDomain"],
+            dependencies: ["LedgerDomain", "LedgerDomainTesting"],
             resources: [.copy("Golden")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerProjectionsTests",
-            dependencies: ["LedgerProjections", "LedgerDomain"],
+            dependencies: ["LedgerProjections", "LedgerDomain", "LedgerDomainTesting"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

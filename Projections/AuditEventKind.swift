@@ -1,8 +1,22 @@
+import LedgerDomain
+
 /// What an audit trail row records: money taken (purchase, renewal) or given back (refund).
 public enum AuditEventKind: String, Sendable, Codable, Hashable, CaseIterable {
     case purchase
     case renewal
+    case upgrade
+    case crossgrade
     case refund
+
+    /// The row a payment gives.
+    public init(_ kind: UserLedger.Transaction.Kind) {
+        switch kind {
+        case .purchase, .restore: self = .purchase
+        case .renewal: self = .renewal
+        case .upgrade: self = .upgrade
+        case .crossgrade: self = .crossgrade
+        }
+    }
 
     /// Which way money moved: finance adds what was taken and subtracts what was given back.
     public enum MoneyDirection: Sendable, Hashable {
@@ -12,7 +26,7 @@ public enum AuditEventKind: String, Sendable, Codable, Hashable, CaseIterable {
 
     public var moneyDirection: MoneyDirection {
         switch self {
-        case .purchase, .renewal: .taken
+        case .purchase, .renewal, .upgrade, .crossgrade: .taken
         case .refund: .givenBack
         }
     }

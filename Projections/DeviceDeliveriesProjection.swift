@@ -3,7 +3,8 @@ import LedgerDomain
 /// `ledger.device_deliveries`: which device received which purchase or restored period, and when.
 public enum DeviceDeliveriesProjection: UserProjection {
     public static let name = ProjectionName.deviceDeliveries
-    public static let version = 1
+    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("device_id", "text NOT NULL", "the device"),

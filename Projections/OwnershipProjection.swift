@@ -13,7 +13,8 @@ import LedgerDomain
 /// auto-renewables end early where the App Store reported them expired (21006) before their expiry.
 public enum OwnershipProjection: UserProjection {
     public static let name = ProjectionName.ownership
-    public static let version = 2
+    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
+    public static let version = 3
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("product_id", "text NOT NULL", "the product owned"),

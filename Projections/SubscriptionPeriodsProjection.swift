@@ -11,7 +11,8 @@ import LedgerDomain
 /// ends an auto-renewable period where the App Store reported the subscription cancelled.
 public enum SubscriptionPeriodsProjection: UserProjection {
     public static let name = ProjectionName.subscriptionPeriods
-    public static let version = 2
+    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
+    public static let version = 3
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction that paid for the period"),

@@ -7,7 +7,8 @@ import LedgerDomain
 /// `WHERE recorded_at < now() - interval '1 hour'`.
 public enum UnfinishedTransactionsProjection: UserProjection {
     public static let name = ProjectionName.unfinishedTransactions
-    public static let version = 1
+    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction not finished"),

@@ -183,7 +183,11 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
 
     /// Lower-case hex SHA-256 of the receipt text's UTF-8 bytes.
     public static func sha256Hex(_ receiptData: String) -> String {
-        SHA256.hash(data: Data(receiptData.utf8)).map { byte in
+        sha256Hex(Data(receiptData.utf8))
+    }
+
+    public static func sha256Hex(_ data: Data) -> String {
+        SHA256.hash(data: data).map { byte in
             let hex = String(byte, radix: 16)
             return byte < 16 ? "0" + hex : hex
         }.joined()

@@ -9,6 +9,8 @@ public struct PendingRenewalInfo: Hashable, Sendable {
     /// Why it expired: 1 cancelled by the customer, 2 billing error, 3 refused a price increase, 4 product unavailable, 5 unknown.
     public let expirationIntent: Int?
     public let isInBillingRetryPeriod: Bool?
+    /// Every field of the entry as the App Store sent it, as text: what the ledger records.
+    public let fields: [String: String]
 
     public init(
         originalTransactionId: String,
@@ -16,7 +18,8 @@ public struct PendingRenewalInfo: Hashable, Sendable {
         autoRenewProductId: String?,
         willAutoRenew: Bool?,
         expirationIntent: Int?,
-        isInBillingRetryPeriod: Bool?
+        isInBillingRetryPeriod: Bool?,
+        fields: [String: String] = [:]
     ) {
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -24,5 +27,6 @@ public struct PendingRenewalInfo: Hashable, Sendable {
         self.willAutoRenew = willAutoRenew
         self.expirationIntent = expirationIntent
         self.isInBillingRetryPeriod = isInBillingRetryPeriod
+        self.fields = fields
     }
 }

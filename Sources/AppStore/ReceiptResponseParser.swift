@@ -55,8 +55,17 @@ struct ReceiptResponseParser {
             pendingRenewals: pending,
             latestReceipt: root["latest_receipt"].string,
             receiptCreationDate: receipt.date("receipt_creation_date"),
-            answeredAt: receipt.date("request_date") ?? Date()
+            answeredAt: receipt.date("request_date") ?? Date(),
+            answer: Self.canonicalJSON(root)
         )
+    }
+
+    /// The whole answer as sorted, compact JSON: kept by the ledger so a fix can re-read fields it does not use yet.
+    static func canonicalJSON(_ root: LenientJSON) -> Data {
+        guard let raw = root.raw, let data = try? JSONSerialization.data(withJSONObject: raw, options: [.sortedKeys]) else {
+            return Data()
+        }
+        return data
     }
 
     /// An array's elements, or a single object as one entry (old receipts send objects where new ones send arrays).
@@ -88,8 +97,25 @@ struct ReceiptResponseParser {
             cancellationReason: entry["cancellation_reason"].int,
             isTrialPeriod: entry["is_trial_period"].bool ?? false,
             isInIntroOfferPeriod: entry["is_in_intro_offer_period"].bool ?? false,
-            webOrderLineItemId: entry["web_order_line_item_id"].string
+            webOrderLineItemId: entry["web_order_line_item_id"].string,
+            fields: fieldsText(entry)
         )
+    }
+
+    /// Every field of an entry as text: strings as sent, numbers and booleans as written, anything
+    /// nested as compact JSON. Nulls are left out.
+    static func fieldsText(_ entry: LenientJSON) -> [String: String] {
+        var fields: [String: String] = [:]
+        for (key, value) in entry.object ?? [:] {
+            let json = LenientJSON(value)
+            guard json.isPresent else { continue }
+            if let text = json.string {
+                fields[key] = text
+            } else if let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .fragmentsAllowed]) {
+                fields[key] = String(decoding: data, as: UTF8.self)
+            }
+        }
+        return fields
     }
 
     static func pendingRenewal(_ entry: LenientJSON) throws -> PendingRenewalInfo {
@@ -102,7 +128,8 @@ struct ReceiptResponseParser {
             autoRenewProductId: entry["auto_renew_product_id"].string,
             willAutoRenew: entry["auto_renew_status"].bool,
             expirationIntent: entry["expiration_intent"].int,
-            isInBillingRetryPeriod: entry["is_in_billing_retry_period"].bool
+            isInBillingRetryPeriod: entry["is_in_billing_retry_period"].bool,
+            fields: fieldsText(entry)
         )
     }
 }
@@ -122,7 +149,8 @@ extension ReceiptTransaction {
             cancellationReason: newer.cancellationReason ?? cancellationReason,
             isTrialPeriod: newer.isTrialPeriod || isTrialPeriod,
             isInIntroOfferPeriod: newer.isInIntroOfferPeriod || isInIntroOfferPeriod,
-            webOrderLineItemId: newer.webOrderLineItemId ?? webOrderLineItemId
+            webOrderLineItemId: newer.webOrderLineItemId ?? webOrderLineItemId,
+            fields: fields.merging(newer.fields) { _, newer in newer }
         )
     }
 }

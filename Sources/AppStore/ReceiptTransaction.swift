@@ -3,12 +3,9 @@ import LedgerDomain
 
 /// One transaction of a verified receipt, with everything the App Store said about it.
 ///
-/// `verified(in:)` reduces it to the ledger's `VerifiedTransaction`, the input of
-/// `UserDecisions.recordReceipt`; the extra fields (trial, web order, cancellation reason) stay here
-/// for the HTTP answer and for audit.
+/// The typed fields are for the client's own checks and logs; `fields` is what the ledger records.
+/// Nothing here judges what the transaction is (purchase, renewal, restore): the fold does.
 public struct ReceiptTransaction: Hashable, Sendable {
-    /// Purchase, renewal or restore, by the ids and the expiry; see `classify`.
-    public let kind: VerifiedTransaction.Kind
     public let transactionId: String
     /// The first transaction of this purchase or subscription; equal to `transactionId` for a first purchase.
     public let originalTransactionId: String
@@ -26,6 +23,8 @@ public struct ReceiptTransaction: Hashable, Sendable {
     public let isInIntroOfferPeriod: Bool
     /// The App Store's id of one subscription purchase event, stable across devices and restores.
     public let webOrderLineItemId: String?
+    /// Every field the App Store sent for the transaction, by its key, as text: what the ledger records.
+    public let fields: [String: String]
 
     public init(
         transactionId: String,
@@ -39,9 +38,9 @@ public struct ReceiptTransaction: Hashable, Sendable {
         cancellationReason: Int?,
         isTrialPeriod: Bool,
         isInIntroOfferPeriod: Bool,
-        webOrderLineItemId: String?
+        webOrderLineItemId: String?,
+        fields: [String: String] = [:]
     ) {
-        self.kind = Self.classify(transactionId: transactionId, originalTransactionId: originalTransactionId, expiresDate: expiresDate)
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
         self.productId = productId
@@ -54,24 +53,9 @@ public struct ReceiptTransaction: Hashable, Sendable {
         self.isTrialPeriod = isTrialPeriod
         self.isInIntroOfferPeriod = isInIntroOfferPeriod
         self.webOrderLineItemId = webOrderLineItemId
+        self.fields = fields
     }
 
     /// Refunded or cancelled by support: the ledger records a revocation.
     public var isRevoked: Bool { cancellationDate != nil }
-
-    /// Only auto-renewables carry an expiry, so an expiry plus a new id is a renewal, and a new id without
-    /// one is a restore of a non-consumable (or other restorable) purchase.
-    public static func classify(transactionId: String, originalTransactionId: String, expiresDate: Date?) -> VerifiedTransaction.Kind {
-        guard transactionId != originalTransactionId else { return .purchase }
-        return expiresDate == nil ? .restore : .renewal
-    }
-
-    /// The transaction in the ledger's terms.
-    public func verified(in environment: StoreEnvironment) -> VerifiedTransaction {
-        VerifiedTransaction(
-            kind: kind, transactionId: transactionId, originalTransactionId: originalTransactionId, productId: productId,
-            quantity: quantity, purchaseDate: purchaseDate, expiresDate: expiresDate, cancellationDate: cancellationDate,
-            environment: environment
-        )
-    }
 }

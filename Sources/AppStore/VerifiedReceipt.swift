@@ -29,6 +29,8 @@ public struct VerifiedReceipt: Hashable, Sendable {
     /// When the App Store answered: the receipt's `request_date` when it has one, else when the
     /// answer arrived.
     public let answeredAt: Date
+    /// The App Store's whole answer, as sorted JSON: the ledger keeps it beside the receipt.
+    public let answer: Data
 
     public init(
         environment: StoreEnvironment,
@@ -40,9 +42,11 @@ public struct VerifiedReceipt: Hashable, Sendable {
         pendingRenewals: [PendingRenewalInfo],
         latestReceipt: String?,
         receiptCreationDate: Date?,
-        answeredAt: Date = Date()
+        answeredAt: Date = Date(),
+        answer: Data = Data()
     ) {
         self.answeredAt = answeredAt
+        self.answer = answer
         self.environment = environment
         self.bundleId = bundleId
         self.receiptSHA256 = receiptSHA256
@@ -54,33 +58,18 @@ public struct VerifiedReceipt: Hashable, Sendable {
         self.receiptCreationDate = receiptCreationDate
     }
 
-    /// The transactions in the ledger's terms, for `UserDecisions.recordReceipt`.
-    ///
-    /// A StoreKit restore of an auto-renewable period is a new transaction carrying the expiry of
-    /// the period it restores, so by its own fields it looks like a renewal (money taken). What
-    /// gives it away is its `web_order_line_item_id`, which it shares with the transaction that
-    /// paid for the period: of the transactions sharing one, the earliest is the payment and the
-    /// others are restores. (A restore whose payment is not in the receipt cannot be told apart.)
-    public var verifiedTransactions: [VerifiedTransaction] {
-        var payments: [String: ReceiptTransaction] = [:]
-        for transaction in transactions where transaction.expiresDate != nil {
-            guard let lineItem = transaction.webOrderLineItemId else { continue }
-            if let earlier = payments[lineItem],
-               (earlier.purchaseDate, earlier.transactionId) <= (transaction.purchaseDate, transaction.transactionId) { continue }
-            payments[lineItem] = transaction
-        }
-        return transactions.map { transaction in
-            var verified = transaction.verified(in: environment)
-            if status.code == 21006, transaction.expiresDate != nil { verified.expiryReportedAt = answeredAt }
-            guard transaction.kind == .renewal, let lineItem = transaction.webOrderLineItemId,
-                  let payment = payments[lineItem], payment.transactionId != transaction.transactionId
-            else { return verified }
-            return VerifiedTransaction(
-                kind: .restore, transactionId: verified.transactionId, originalTransactionId: verified.originalTransactionId,
-                productId: verified.productId, quantity: verified.quantity, purchaseDate: verified.purchaseDate,
-                expiresDate: verified.expiresDate, cancellationDate: verified.cancellationDate, environment: verified.environment
-            )
-        }
+    /// What the ledger records of this answer: every field of every transaction and renewal-info
+    /// entry, as the App Store sent it. Nothing is judged here.
+    public var appStoreAnswer: AppStoreAnswer {
+        AppStoreAnswer(
+            receiptHash: receiptSHA256, answerHash: answerSHA256, environment: environment, status: status.code,
+            answeredAt: answeredAt, transactions: transactions.map(\.fields), renewalInfo: pendingRenewals.map(\.fields)
+        )
+    }
+
+    /// SHA-256 (hex) of `answer`.
+    public var answerSHA256: String {
+        AppStoreReceiptVerifier.sha256Hex(answer)
     }
 
     /// The transaction with this id, if the receipt has it.

@@ -19,9 +19,4 @@ public struct SimulatorTransaction: Codable, Hashable, Sendable {
     /// Set when support cancels (refunds) the transaction.
     public internal(set) var cancellationDate: Date?
     public internal(set) var cancellationReason: Int?
-
-    /// What the ledger will make of it (the same rule as `ReceiptTransaction.kind`).
-    public var kind: VerifiedTransaction.Kind {
-        ReceiptTransaction.classify(transactionId: transactionId, originalTransactionId: originalTransactionId, expiresDate: expiresDate)
-    }
 }

@@ -46,7 +46,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         while true {
             attempt += 1
             let catalog = try await reader.catalog(app: bundleID)
-            var state = try await reader.state(of: stream)
+            // Decisions read classified transactions: classified with the catalog's history.
+            var state = try await reader.state(of: stream).classified(by: catalog)
             let (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
@@ -76,7 +77,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 if metRecordedEvents {
                     // Another writer recorded some of these facts after our read: the answer names
                     // their positions, so the state it gives must include them.
-                    state = try await reader.state(of: stream)
+                    state = try await reader.state(of: stream).classified(by: catalog)
                 }
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
@@ -106,6 +107,28 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 continue
             }
         }
+    }
+
+    /// Which of these App Store transactions another stream of the app holds already (a
+    /// transaction belongs to the first user of the app who posted it), by any key it was claimed
+    /// under, old or new.
+    public func transactionsHeldElsewhere(
+        _ transactionIDs: [String], app bundleID: String, environment: StoreEnvironment, user userID: String
+    ) async throws -> [String: Int64] {
+        let stream = try StreamID.user(app: bundleID, user: userID)
+        var keys: [DeduplicationKey: String] = [:]
+        for id in transactionIDs {
+            for kind in DeduplicationKey.AppStoreKind.claims {
+                guard let key = try? DeduplicationKey.appStoreTransaction(app: bundleID, environment: environment, kind: kind, transactionID: id)
+                else { continue }
+                keys[key] = id
+            }
+        }
+        var elsewhere: [String: Int64] = [:]
+        for (key, reference) in try await store.recorded(Array(keys.keys)) where reference.streamID != stream.rawValue {
+            if let id = keys[key] { elsewhere[id] = reference.position }
+        }
+        return elsewhere
     }
 
     /// A transaction belongs to the first user of the app who posted it.

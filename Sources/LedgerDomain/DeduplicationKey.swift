@@ -15,6 +15,18 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case revocation
         /// The App Store answered 21006 (expired) for it: recorded the first time only.
         case expiryReport = "expiry_report"
+        /// The first observation of a transaction: which user's stream it belongs to.
+        case transaction
+        /// A later observation of a transaction whose fields changed (keyed by their digest).
+        case observation
+        /// A post of a receipt that brought new observations (keyed by the decision's digest).
+        case post
+        /// A `pending_renewal_info` entry of an original transaction (keyed by its fields' digest).
+        case renewalInfo = "renewal_info"
+
+        /// The kinds under which a transaction was claimed by a user's stream, old and new: the
+        /// first observation, and before facts were recorded, the verdicts.
+        public static let claims: [AppStoreKind] = [.transaction, .payment, .renewal, .restore]
     }
 
     public let rawValue: String
@@ -41,6 +53,19 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
             throw .invalidDeduplicationKey("\(name) '\(value)' must be non-empty and contain no '/'")
         }
         return try DeduplicationKey(rawValue: "appstore/\(bundleID)/\(environment.rawValue)/\(kind.rawValue)/\(transactionID)")
+    }
+
+    /// A content-addressed App Store key: `appstore/<bundle id>/<environment>/<kind>/<id>/<digest>`.
+    public static func appStoreFact(
+        app bundleID: String,
+        environment: StoreEnvironment,
+        kind: AppStoreKind,
+        id: String,
+        digest: String
+    ) throws(LedgerInputError) -> DeduplicationKey {
+        let key = try appStoreTransaction(app: bundleID, environment: environment, kind: kind, transactionID: id)
+        guard !digest.isEmpty, !digest.contains("/") else { throw .invalidDeduplicationKey("digest '\(digest)' must be non-empty and contain no '/'") }
+        return try DeduplicationKey(rawValue: "\(key.rawValue)/\(digest)")
     }
 
     public var description: String { rawValue }

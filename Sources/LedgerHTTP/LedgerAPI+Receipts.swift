@@ -17,7 +17,10 @@ extension LedgerAPI {
     struct RecordedItem: Encodable, Sendable {
         let transactionId: String?
         let productId: String?
-        /// purchase, renewal, restore, revocation, expiry_report, device, finish, failure, consumption, subscription_restore
+        /// What the fold makes of the recorded fact now: purchase, renewal, upgrade, crossgrade,
+        /// restore (a new observation); refund, expiry_report, update (a changed one); receipt,
+        /// renewal_info; and for other commands device, finish, failure, consumption, revocation,
+        /// subscription_restore.
         let kind: String
         let position: Int64
 
@@ -38,12 +41,24 @@ extension LedgerAPI {
         let position: Int64
     }
 
-    /// `POST /v1/apps/{bundleId}/receipts`: verifies a receipt with the App Store and records every
-    /// transaction in it the user's stream does not hold yet.
+    /// A transaction of the receipt this post did not record, and why.
+    struct NotRecordedItem: Encodable, Sendable {
+        let transactionId: String
+        /// held_by_another_user: another user of the app posted it first; it stays theirs.
+        let reason: String
+        let message: String
+    }
+
+    /// `POST /v1/apps/{bundleId}/receipts`: verifies a receipt with the App Store and records what
+    /// it said: each transaction the user's stream has not seen, or has seen with other fields, as
+    /// a fact, with the post itself. It judges nothing: the answer says what the fold makes of the
+    /// facts now.
     ///
-    /// Nothing is written before the App Store has answered, and what is written is one append:
-    /// when the App Store is down the answer is a 503 and the log is untouched, so the same POST
-    /// later simply succeeds. Posting a receipt again records nothing new.
+    /// Nothing is written before the App Store has answered. The receipt and the answer are kept
+    /// first (content-addressed), then the facts are one append: when the App Store is down the
+    /// answer is a 503 and the log is untouched, so the same POST later simply succeeds. Posting a
+    /// receipt again records nothing new. Transactions another user of the app holds are left
+    /// to them and listed in `notRecorded`.
     func ingestReceipt(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes)
@@ -58,11 +73,18 @@ extension LedgerAPI {
         }
 
         let receipt = try await verify(body.receiptData, app: app, context: context)
-        let transactions = receipt.verifiedTransactions
-        let outcome = try await execute(app: app, user: body.userId, context) { state, catalog in
-            let decision = try UserDecisions.recordReceipt(
-                transactions, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
-                receiptHash: receipt.receiptSHA256, catalog: catalog, on: state
+        let answer = receipt.appStoreAnswer
+        try await receipts.keep(ReceiptArchive.Document(
+            app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
+            environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
+        ))
+        let elsewhere = try await handler.transactionsHeldElsewhere(
+            receipt.transactions.map(\.transactionId), app: app, environment: receipt.environment, user: body.userId
+        )
+        let outcome = try await execute(app: app, user: body.userId, context) { state, _ in
+            let decision = try UserDecisions.observeReceipt(
+                answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
+                excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
             )
             let duplicates = decision.duplicates.map { DuplicateItem(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
             return (decision.events, duplicates)
@@ -74,13 +96,17 @@ extension LedgerAPI {
             for (event, result) in zip(outcome.events, append.outcomes) {
                 switch result {
                 case .appended(let position, _):
-                    recorded.append(RecordedItem(event, position: position))
+                    recorded.append(RecordedItem(event, position: position, state: outcome.state))
                 case .duplicate(let stored):
-                    if let id = RecordedItem(event, position: stored.position).transactionId {
-                        duplicates.append(DuplicateItem(transactionId: id, position: stored.position))
+                    if case .appStoreTransactionObserved(let observed) = event.event {
+                        duplicates.append(DuplicateItem(transactionId: observed.transactionId, position: stored.position))
                     }
                 }
             }
+        }
+        let notRecorded = elsewhere.keys.sorted().map {
+            NotRecordedItem(transactionId: $0, reason: "held_by_another_user",
+                            message: "another user of the app posted this transaction first; it stays theirs and was not recorded for this user")
         }
         // Nothing new: the answer names where the receipt's transactions already are.
         let position = outcome.append == nil && !duplicates.isEmpty
@@ -91,11 +117,12 @@ extension LedgerAPI {
             let environment: String
             let recorded: [RecordedItem]
             let duplicates: [DuplicateItem]
+            let notRecorded: [NotRecordedItem]
             let entitlements: EntitlementsBody
         }
         return try APIJSON.response(Answer(
             position: position, environment: receipt.environment.rawValue, recorded: recorded,
-            duplicates: duplicates.sorted { $0.position < $1.position },
+            duplicates: duplicates.sorted { $0.position < $1.position }, notRecorded: notRecorded,
             entitlements: EntitlementsBody(userId: body.userId, position: position, state: outcome.state, catalog: outcome.catalog)
         ))
     }
@@ -128,8 +155,22 @@ extension LedgerAPI {
 }
 
 extension LedgerAPI.RecordedItem {
-    init(_ event: PendingEvent, position: Int64) {
+    /// A recorded event as the answer names it; App Store facts by what the fold makes of them in `state`.
+    init(_ event: PendingEvent, position: Int64, state: UserLedger? = nil) {
         switch event.event {
+        case .appStoreTransactionObserved(let e):
+            let transaction = state?.transactions[e.transactionId]
+            let kind: String
+            if let transaction, transaction.position == position {
+                kind = transaction.kind.rawValue
+            } else if let transaction, transaction.revokedPosition == position {
+                kind = "refund"
+            } else {
+                kind = e.status == 21006 ? "expiry_report" : "update"
+            }
+            self.init(transactionId: e.transactionId, productId: AppStoreFields(e.fields).productId, kind: kind, position: position)
+        case .receiptPosted: self.init(transactionId: nil, productId: nil, kind: "receipt", position: position)
+        case .renewalInfoObserved(let e): self.init(transactionId: e.originalTransactionId, productId: nil, kind: "renewal_info", position: position)
         case .purchaseRecorded(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "purchase", position: position)
         case .subscriptionRenewed(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "renewal", position: position)
         case .purchaseRestored(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "restore", position: position)

@@ -27,6 +27,7 @@ public struct LedgerAPI: Sendable {
     let access: APIAccess
     let idempotency: IdempotencyStore
     let reads: UserReadModels
+    let receipts: ReceiptArchive
     let verifier: any ReceiptVerifier
     let client: PostgresClient
     let logger: Logger
@@ -41,6 +42,7 @@ public struct LedgerAPI: Sendable {
         self.access = APIAccess(registry: registry)
         self.idempotency = IdempotencyStore(client: client, logger: logger)
         self.reads = UserReadModels(client: client, logger: logger)
+        self.receipts = ReceiptArchive(client: client, logger: logger)
         self.verifier = verifier
         self.client = client
         self.logger = logger

@@ -71,8 +71,8 @@ public struct ProjectionRebuilder: Sendable {
             switch decoded {
             case .user(let user, let event, let version, let context):
                 users[user, default: UserLedger()].apply(event, version: version, context: context)
-            case .catalog(let app, let definition):
-                catalogs[app, default: ProductCatalog()].apply(definition)
+            case .catalog(let app, let definition, let position):
+                catalogs[app, default: ProductCatalog()].apply(definition, position: position)
             case .other:
                 break
             }
@@ -106,7 +106,7 @@ public struct ProjectionRebuilder: Sendable {
     /// One event, decoded, with what the fold needs of its envelope.
     enum Decoded: Sendable {
         case user(UserKey, UserEvent, version: Int64, UserLedger.Context)
-        case catalog(app: String, ProductDefined)
+        case catalog(app: String, ProductDefined, position: Int64)
         case other
     }
 
@@ -135,7 +135,7 @@ public struct ProjectionRebuilder: Sendable {
             }
         }
         if case .catalog(let app) = StreamID.kind(of: event.streamID), event.type == ProductDefined.typeName.stored {
-            return .catalog(app: app, try LedgerJSON.decode(ProductDefined.self, from: event.data))
+            return .catalog(app: app, try LedgerJSON.decode(ProductDefined.self, from: event.data), position: event.position)
         }
         return .other
     }

@@ -23,12 +23,14 @@ import Testing
             style: parsed.style, transactions: parsed.transactions, pendingRenewals: parsed.pendingRenewals,
             latestReceipt: parsed.latestReceipt, receiptCreationDate: parsed.receiptCreationDate, answeredAt: answeredAt
         )
-        let verified = Dictionary(uniqueKeysWithValues: receipt.verifiedTransactions.map { ($0.transactionId, $0) })
-        #expect(verified["1000000078112233"]?.expiryReportedAt == answeredAt)
-        #expect(verified["1000000077341601"]?.expiryReportedAt == answeredAt)
+        // What the ledger records: the status and when the App Store answered, for the fold to judge.
+        let answer = receipt.appStoreAnswer
+        #expect(answer.status == 21006)
+        #expect(answer.answeredAt == answeredAt)
+        #expect(Set(answer.transactions.compactMap { $0["transaction_id"] }).isSuperset(of: ["1000000078112233", "1000000077341601"]))
 
         let valid = try parse("old_style_auto_renewable")
-        #expect(valid.verifiedTransactions.allSatisfy { $0.expiryReportedAt == nil }, "status 0 reports no expiry")
+        #expect(valid.appStoreAnswer.status == 0, "status 0 reports no expiry")
     }
 
     @Test func longProductionAppReceiptYieldsEachTransactionOnce() throws {
@@ -53,7 +55,9 @@ import Testing
         #expect(restores.allSatisfy { $0.originalTransactionId != $0.transactionId && $0.productId == "com.example.news.archive" })
         #expect(receipt.pendingRenewals == [PendingRenewalInfo(
             originalTransactionId: first.transactionId, productId: "com.example.news.monthly",
-            autoRenewProductId: "com.example.news.yearly", willAutoRenew: true, expirationIntent: nil, isInBillingRetryPeriod: nil
+            autoRenewProductId: "com.example.news.yearly", willAutoRenew: true, expirationIntent: nil, isInBillingRetryPeriod: nil,
+            fields: ["original_transaction_id": first.transactionId, "product_id": "com.example.news.monthly",
+                     "auto_renew_product_id": "com.example.news.yearly", "auto_renew_status": "1"]
         )])
         #expect(receipt.latestReceipt == "MIIT...latest...==")
         #expect(receipt.receiptSHA256 == "abc")
@@ -119,17 +123,18 @@ import Testing
         #expect(receipt.transaction("1000000111111113")?.kind == .purchase, "a first subscription period is a purchase")
     }
 
-    @Test func transactionsConvertToTheLedgersTermsWithTheReceiptsEnvironment() throws {
+    @Test func theAnswerTheLedgerRecordsCarriesEveryFieldAndTheReceiptsEnvironment() throws {
         let receipt = try parse("refunded_transaction")
-        let verified = receipt.verifiedTransactions
-        #expect(verified.count == 3)
-        #expect(verified.allSatisfy { $0.environment == .production })
-        let refunded = try #require(verified.first { $0.transactionId == "1000000111111111" })
-        #expect(refunded.kind == .purchase)
-        #expect(refunded.cancellationDate == receipt.transaction("1000000111111111")?.cancellationDate)
-        let sandbox = try parse("sandbox_five_minute_renewals").verifiedTransactions
-        #expect(sandbox.allSatisfy { $0.environment == .sandbox })
-        #expect(sandbox.filter { $0.kind == .renewal }.count == 6)
+        let answer = receipt.appStoreAnswer
+        #expect(answer.transactions.count == 3)
+        #expect(answer.environment == .production)
+        let refunded = try #require(answer.transactions.first { $0["transaction_id"] == "1000000111111111" })
+        #expect(refunded["cancellation_date_ms"] != nil)
+        #expect(refunded["cancellation_reason"] == "0")
+        #expect(!receipt.answer.isEmpty && answer.answerHash.count == 64, "the whole answer is kept, content-addressed")
+        let sandbox = try parse("sandbox_five_minute_renewals").appStoreAnswer
+        #expect(sandbox.environment == .sandbox)
+        #expect(sandbox.transactions.filter { $0["transaction_id"] != $0["original_transaction_id"] }.count == 6)
     }
 
     @Test func unknownKeysAreIgnoredAndMissingOptionalKeysDefault() throws {
@@ -155,5 +160,16 @@ import Testing
         }
         #expect(error.code == .malformedResponse)
         #expect(error.message.contains("transaction_id"))
+    }
+}
+
+/// The shape of a transaction by its ids and expiry, for checking what a receipt lists. What it
+/// means (purchase, renewal, restore, upgrade) is the ledger's classifier's to say, not the client's.
+enum TransactionShape: Equatable { case purchase, renewal, restore }
+
+extension ReceiptTransaction {
+    var kind: TransactionShape {
+        guard transactionId != originalTransactionId else { return .purchase }
+        return expiresDate == nil ? .restore : .renewal
     }
 }

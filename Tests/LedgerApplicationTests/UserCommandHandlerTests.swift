@@ -18,12 +18,10 @@ struct UserCommandHandlerTests {
     }
 
     static func postReceipt(
-        _ handler: UserCommandHandler<InMemoryEventStore>, user: String, _ transactions: [VerifiedTransaction]
+        _ handler: UserCommandHandler<InMemoryEventStore>, user: String, _ transactions: [TestTransaction]
     ) async throws -> UserCommandHandler<InMemoryEventStore>.Outcome<[String]> {
-        try await handler.execute(app: app, user: user) { state, catalog in
-            let decision = try UserDecisions.recordReceipt(
-                transactions, app: app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
-            )
+        try await handler.execute(app: app, user: user) { state, _ in
+            let decision = try TestReceipts.observe(transactions, app: app, on: state)
             return (decision.events, decision.duplicates)
         }
     }
@@ -32,9 +30,9 @@ struct UserCommandHandlerTests {
     func receiptTwice() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let first = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
-        #expect(first.append?.appendedCount == 2, "a device and a purchase")
-        let second = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
+        let first = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 5)])
+        #expect(first.append?.appendedCount == 2, "the post and the transaction observed")
+        let second = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 5)])
         #expect(second.append == nil)
         #expect(second.value == ["1"])
         #expect(second.state.balance(of: "coins") == 5)
@@ -45,7 +43,7 @@ struct UserCommandHandlerTests {
     func conflictDecidesAgain() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        _ = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 1)])
+        _ = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 1)])
         // Between the handler's read and its append, another command uses the only coin.
         await store.setBeforeAppend { store in
             let other = UserCommandHandler(store: store, logger: quietLogger)
@@ -66,13 +64,13 @@ struct UserCommandHandlerTests {
     func loserSeesTheWinnersWrite() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        _ = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 5)])
+        _ = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 5)])
         // The same receipt, posted at once by another request, lands between this one's read and append.
         await store.setBeforeAppend { store in
             let other = try await Self.handler(store)
-            _ = try await Self.postReceipt(other, user: "u1", [TestTransactions.coins("2", quantity: 3)])
+            _ = try await Self.postReceipt(other, user: "u1", [TestTransaction.coins("2", quantity: 3)])
         }
-        let loser = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("2", quantity: 3)])
+        let loser = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("2", quantity: 3)])
         let append = try #require(loser.append)
         #expect(append.isDuplicate)
         #expect(loser.state.balance(of: "coins") == 8, "the answer names the winner's position, so it shows the winner's coins")
@@ -83,10 +81,10 @@ struct UserCommandHandlerTests {
     func transactionOfAnotherUser() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let owner = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("7")])
+        let owner = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("7")])
         let before = await store.events.count
         await #expect(throws: CommandError.self) {
-            _ = try await Self.postReceipt(handler, user: "u2", [TestTransactions.coins("7")])
+            _ = try await Self.postReceipt(handler, user: "u2", [TestTransaction.coins("7")])
         }
         #expect(await store.events.count == before)
         #expect(owner.state.balance(of: "coins") == 1)
@@ -96,7 +94,7 @@ struct UserCommandHandlerTests {
     func readsThePast() async throws {
         let store = InMemoryEventStore()
         let handler = try await Self.handler(store)
-        let bought = try await Self.postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 4)])
+        let bought = try await Self.postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 4)])
         let position = try #require(bought.append?.position)
         try await handler.defineProduct(try Product(productId: "gems", type: .consumable), app: Self.app)
         _ = try await handler.execute(app: Self.app, user: "u1") { state, catalog in

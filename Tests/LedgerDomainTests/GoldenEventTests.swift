@@ -47,6 +47,26 @@ struct GoldenSample: Sendable, CustomStringConvertible {
             GoldenSample(ItemConsumed(productId: "com.example.app.coins.100", quantity: 1, deviceId: "9A1F-device")),
             GoldenSample(SubscriptionRestoredToDevice(deviceId: "second-device", transactionIds: ["1000000012345700", "1000000012345800"])),
             GoldenSample(SubscriptionExpiryReported(transactionId: "1000000012345800", reportedAt: utc("2013-01-20T08:00:00.000Z"), status: 21006)),
+            GoldenSample(ReceiptPosted(
+                receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                answerHash: "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752", deviceId: "9A1F-device",
+                environment: .production, status: 0, answeredAt: utc("2013-01-01T00:00:05.000Z"), price: "0.99", currency: "USD",
+                transactionIds: ["1000000012345678"]
+            )),
+            GoldenSample(AppStoreTransactionObserved(
+                transactionId: "1000000012345678", environment: .production,
+                fields: ["transaction_id": "1000000012345678", "original_transaction_id": "1000000012345678",
+                         "product_id": "com.example.app.coins.100", "quantity": "2", "purchase_date_ms": "1356998400000",
+                         "in_app_ownership_type": "PURCHASED"],
+                receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", deviceId: "9A1F-device",
+                answeredAt: utc("2013-01-01T00:00:05.000Z"), status: 0
+            )),
+            GoldenSample(RenewalInfoObserved(
+                originalTransactionId: "1000000012345000", environment: .sandbox,
+                fields: ["original_transaction_id": "1000000012345000", "auto_renew_status": "0", "expiration_intent": "1",
+                         "auto_renew_product_id": "com.example.app.pro.monthly"],
+                receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", answeredAt: utc("2013-01-20T08:00:00.000Z")
+            )),
         ]
     }()
 }

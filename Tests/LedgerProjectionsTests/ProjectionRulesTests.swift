@@ -1,5 +1,6 @@
 import Foundation
 import LedgerDomain
+import LedgerDomainTesting
 import LedgerProjections
 import Testing
 
@@ -26,12 +27,12 @@ struct History {
         }
     }
 
-    mutating func buy(_ id: String, _ product: String, kind: VerifiedTransaction.Kind = .purchase, original: String? = nil,
+    /// Posts one transaction as the App Store lists it; `original` makes a renewal (with `expires`) or a restore.
+    mutating func buy(_ id: String, _ product: String, original: String? = nil,
                       quantity: Int = 1, at date: String, expires: String? = nil, device: String = "phone", price: String? = nil) throws {
-        append(try UserDecisions.recordReceipt(
-            [VerifiedTransaction(kind: kind, transactionId: id, originalTransactionId: original ?? id, productId: product,
-                                 quantity: quantity, purchaseDate: utc(date), expiresDate: expires.map(utc), environment: .production)],
-            app: "app", deviceId: device, price: price, currency: price == nil ? nil : "USD", receiptHash: "h", catalog: catalog, on: state
+        append(try TestReceipts.observe(
+            [TestTransaction(id, product, original: original, quantity: quantity, purchased: utc(date), expires: expires.map(utc))],
+            app: "app", device: device, price: price, currency: price == nil ? nil : "USD", on: state
         ).events)
     }
 
@@ -40,7 +41,7 @@ struct History {
     }
 
     func rows(_ projection: any UserProjection.Type) -> [[String?]] {
-        projection.columnValues(app: "app", user: "u", state: state, catalog: catalog)
+        projection.columnValues(app: "app", user: "u", state: state.classified(by: catalog), catalog: catalog)
     }
 }
 
@@ -51,7 +52,7 @@ struct ProjectionRulesTests {
         var history = History()
         try history.buy("1", "levels", at: "2025-01-01T00:00:00.000Z")
         try history.buy("2", "levels", at: "2025-02-01T00:00:00.000Z", device: "tablet")
-        try history.buy("3", "levels", kind: .restore, original: "1", at: "2025-03-01T00:00:00.000Z", device: "laptop")
+        try history.buy("3", "levels", original: "1", at: "2025-03-01T00:00:00.000Z", device: "laptop")
         #expect(history.rows(OwnershipProjection.self) == [["levels", "non_consumable", "1", "2025-01-01T00:00:00.000Z", nil]])
         try history.revoke("1")
         #expect(history.rows(OwnershipProjection.self).isEmpty, "revoking the purchase removes what it gave")
@@ -61,7 +62,7 @@ struct ProjectionRulesTests {
     func ownershipAutoRenewable() throws {
         var history = History()
         try history.buy("10", "pro", at: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z")
-        try history.buy("11", "pro", kind: .renewal, original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
+        try history.buy("11", "pro", original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
         #expect(history.rows(OwnershipProjection.self).first?[4] == "2025-03-01T00:00:00.000Z")
         try history.revoke("11")
         #expect(history.rows(OwnershipProjection.self).first?[4] == "2025-02-01T00:00:00.000Z")
@@ -109,7 +110,7 @@ struct ProjectionRulesTests {
         try history.buy("1", "levels", at: "2025-01-01T00:00:00.000Z", price: "2.99")
         try history.buy("2", "levels", at: "2025-02-01T00:00:00.000Z", price: "2.99")  // re-buy: a restore, no money
         try history.buy("10", "pro", at: "2025-01-01T00:00:00.000Z", expires: "2025-02-01T00:00:00.000Z", price: "4.99")
-        try history.buy("11", "pro", kind: .renewal, original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
+        try history.buy("11", "pro", original: "10", at: "2025-02-01T00:00:00.000Z", expires: "2025-03-01T00:00:00.000Z")
         try history.revoke("10")
         let rows = history.rows(AuditTrailProjection.self)
         let column = { (name: String) in AuditTrailProjection.columns.firstIndex { $0.name == name }! }

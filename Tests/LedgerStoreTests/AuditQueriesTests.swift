@@ -17,21 +17,21 @@ struct AuditQueriesTests {
 
     static func date(_ text: String) -> Date { LedgerJSON.parseTimestamp(text)! }
 
+    /// A transaction as the App Store lists it, in the environment that answered.
     static func purchase(
         _ id: String, _ product: String, quantity: Int = 1, at time: String, expires: String? = nil,
-        kind: VerifiedTransaction.Kind = .purchase, original: String? = nil, environment: StoreEnvironment = .production
-    ) -> VerifiedTransaction {
-        VerifiedTransaction(kind: kind, transactionId: id, originalTransactionId: original ?? id, productId: product, quantity: quantity,
-                            purchaseDate: date(time), expiresDate: expires.map(date), environment: environment)
+        original: String? = nil, environment: StoreEnvironment = .production
+    ) -> (TestTransaction, StoreEnvironment) {
+        (TestTransaction(id, product, original: original, quantity: quantity, purchased: date(time), expires: expires.map(date)), environment)
     }
 
     static func record(
         _ handler: UserCommandHandler<PostgresEventStore>, app: String, user: String, device: String = "phone",
-        _ transaction: VerifiedTransaction, price: String? = nil, currency: String? = nil
+        _ transaction: (TestTransaction, StoreEnvironment), price: String? = nil, currency: String? = nil
     ) async throws {
-        _ = try await handler.execute(app: app, user: user) { state, catalog in
-            let decision = try UserDecisions.recordReceipt([transaction], app: app, deviceId: device, price: price, currency: currency,
-                                                           receiptHash: "h-\(transaction.transactionId)", catalog: catalog, on: state)
+        _ = try await handler.execute(app: app, user: user) { state, _ in
+            let decision = try TestReceipts.observe([transaction.0], app: app, device: device, price: price, currency: currency,
+                                                    environment: transaction.1, on: state)
             return (decision.events, ())
         }
     }
@@ -60,7 +60,7 @@ struct AuditQueriesTests {
         try await record(handler, app: appA, user: "u4", purchase("t7", "gold.month", at: "2026-01-05T00:00:00Z", expires: "2026-02-05T00:00:00Z"),
                          price: "2.99", currency: "USD")
         try await record(handler, app: appA, user: "u4", purchase("t8", "gold.month", at: "2026-02-05T00:00:00Z", expires: "2026-03-05T00:00:00Z",
-                                                                   kind: .renewal, original: "t7"),
+                                                                   original: "t7"),
                          price: "2.99", currency: "USD")
         try await record(handler, app: appB, user: "u1", purchase("b1", "coins", at: "2026-01-01T10:00:00Z"), price: "0.99", currency: "USD")
         return handler

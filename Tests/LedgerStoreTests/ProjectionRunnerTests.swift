@@ -20,15 +20,13 @@ struct ProjectionRunnerTests {
         for index in 0..<users {
             let user = "u\(index)"
             let base = 1_735_689_600 + Double(index) * 3_600
-            func purchase(_ suffix: String, _ product: String, quantity: Int = 1, offset: Double = 0) -> VerifiedTransaction {
-                VerifiedTransaction(kind: .purchase, transactionId: "\(index)-\(suffix)", originalTransactionId: "\(index)-\(suffix)",
-                                    productId: product, quantity: quantity, purchaseDate: Date(timeIntervalSince1970: base + offset),
-                                    environment: .production)
+            func purchase(_ suffix: String, _ product: String, quantity: Int = 1, offset: Double = 0) -> TestTransaction {
+                TestTransaction("\(index)-\(suffix)", product, quantity: quantity, purchased: Date(timeIntervalSince1970: base + offset))
             }
-            _ = try await handler.execute(app: app, user: user) { state, catalog in
-                let decision = try UserDecisions.recordReceipt(
+            _ = try await handler.execute(app: app, user: user) { state, _ in
+                let decision = try TestReceipts.observe(
                     [purchase("c", "coins", quantity: 5), purchase("l", "levels"), purchase("g1", "gold.month"), purchase("g2", "gold.month", offset: 60)],
-                    app: app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
+                    app: app, on: state
                 )
                 return (decision.events, ())
             }

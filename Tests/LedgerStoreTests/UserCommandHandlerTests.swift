@@ -16,12 +16,10 @@ struct UserCommandHandlerTests {
         return handler
     }
 
-    func postReceipt(_ handler: UserCommandHandler<PostgresEventStore>, user: String, _ transactions: [VerifiedTransaction]) async throws
+    func postReceipt(_ handler: UserCommandHandler<PostgresEventStore>, user: String, _ transactions: [TestTransaction]) async throws
         -> UserCommandHandler<PostgresEventStore>.Outcome<[String]> {
-        try await handler.execute(app: Self.app, user: user) { state, catalog in
-            let decision = try UserDecisions.recordReceipt(
-                transactions, app: Self.app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
-            )
+        try await handler.execute(app: Self.app, user: user) { state, _ in
+            let decision = try TestReceipts.observe(transactions, app: Self.app, on: state)
             return (decision.events, decision.duplicates)
         }
     }
@@ -30,7 +28,7 @@ struct UserCommandHandlerTests {
     func concurrentConsumption() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            _ = try await postReceipt(handler, user: "u1", [TestTransactions.coins("1", quantity: 10)])
+            _ = try await postReceipt(handler, user: "u1", [TestTransaction.coins("1", quantity: 10)])
             let results = await withTaskGroup(of: Result<Void, any Error>.self) { group in
                 for _ in 0..<20 {
                     group.addTask {
@@ -63,13 +61,13 @@ struct UserCommandHandlerTests {
             let handler = try await handler(client)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for _ in 0..<50 {
-                    group.addTask { _ = try await postReceipt(handler, user: "u2", [TestTransactions.coins("77", quantity: 5)]) }
+                    group.addTask { _ = try await postReceipt(handler, user: "u2", [TestTransaction.coins("77", quantity: 5)]) }
                 }
                 try await group.waitForAll()
             }
             let events = try await PostgresEventStore(client: client, logger: TestDatabase.logger)
                 .readStream(StreamID.user(app: Self.app, user: "u2"), fromVersion: 1, limit: 100)
-            #expect(events.map(\.type) == ["DeviceRegistered.v1", "PurchaseRecorded.v1"])
+            #expect(events.map(\.type) == ["ReceiptPosted.v1", "AppStoreTransactionObserved.v1"])
             #expect(try await handler.reader.state(app: Self.app, user: "u2").balance(of: "coins") == 5)
         }
     }
@@ -78,9 +76,9 @@ struct UserCommandHandlerTests {
     func ownedByAnotherUser() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            let first = try await postReceipt(handler, user: "alice", [TestTransactions.coins("500")])
+            let first = try await postReceipt(handler, user: "alice", [TestTransaction.coins("500")])
             let error = try await #require(throws: CommandError.self) {
-                _ = try await postReceipt(handler, user: "mallory", [TestTransactions.coins("500")])
+                _ = try await postReceipt(handler, user: "mallory", [TestTransaction.coins("500")])
             }
             #expect(error.code == .ownedByAnotherUser)
             #expect(error.position == first.append?.position)
@@ -93,12 +91,9 @@ struct UserCommandHandlerTests {
     func catalogAsOf() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            let outcome = try await handler.execute(app: Self.app, user: "u3") { state, catalog in
-                let decision = try UserDecisions.recordReceipt(
-                    [VerifiedTransaction(kind: .purchase, transactionId: "900", originalTransactionId: "900", productId: "gems",
-                                         quantity: 1, purchaseDate: Date(), environment: .sandbox)],
-                    app: Self.app, deviceId: "phone", receiptHash: "h", catalog: catalog, on: state
-                )
+            let outcome = try await handler.execute(app: Self.app, user: "u3") { state, _ in
+                let decision = try TestReceipts.observe([TestTransaction("900", "gems", purchased: Date())], app: Self.app,
+                                                        environment: .sandbox, on: state)
                 return (decision.events, ())
             }
             #expect(outcome.state.transactions["900"]?.productType == .unknown)
@@ -115,13 +110,13 @@ struct UserCommandHandlerTests {
     func asOf() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
-            let bought = try await postReceipt(handler, user: "u4", [TestTransactions.coins("41", quantity: 4)])
+            let bought = try await postReceipt(handler, user: "u4", [TestTransaction.coins("41", quantity: 4)])
             let consumed = try await handler.execute(app: Self.app, user: "u4") { state, catalog in
                 (try UserDecisions.consume(productId: "coins", quantity: 3, deviceId: "phone", catalog: catalog, on: state), ())
             }
             let events = try await PostgresEventStore(client: client, logger: TestDatabase.logger)
                 .readStream(StreamID.user(app: Self.app, user: "u4"), fromVersion: 1, limit: 10)
-            let boughtAt = try #require(events.first { $0.type == "PurchaseRecorded.v1" }).recordedAt
+            let boughtAt = try #require(events.first { $0.type == "AppStoreTransactionObserved.v1" }).recordedAt
 
             #expect(try await handler.reader.state(app: Self.app, user: "u4", upToPosition: try #require(bought.append?.position)).balance(of: "coins") == 4)
             #expect(try await handler.reader.state(app: Self.app, user: "u4", upToPosition: try #require(consumed.append?.position)).balance(of: "coins") == 1)

@@ -100,12 +100,21 @@ public struct HistorySeeder: Sendable {
         let base = Date(timeIntervalSince1970: 1_704_067_200 + Double(index % 10_000) * 600 + Double(round) * 86_400 * 30)
         let device = "device-\(index)-\(round % 3)"
         let id = { (kind: String) in "\(index)\(String(format: "%04d", round))\(kind)" }
-        var transactions: [VerifiedTransaction] = []
+        // What the App Store would list, field by field, as the ledger records it.
+        var transactions: [[String: String]] = []
+        let environment: StoreEnvironment = random.next() % 20 == 0 ? .sandbox : .production
+        func fields(_ transactionId: String, _ original: String, _ product: String, quantity: Int, purchased: Date, expires: Date?) -> [String: String] {
+            var fields = ["transaction_id": transactionId, "original_transaction_id": original, "product_id": product,
+                          "quantity": String(quantity), "purchase_date_ms": String(purchased.milliseconds),
+                          "in_app_ownership_type": "PURCHASED", "is_trial_period": "false"]
+            if let expires {
+                fields["expires_date_ms"] = String(expires.milliseconds)
+                fields["web_order_line_item_id"] = "9\(transactionId)"
+            }
+            return fields
+        }
         func purchase(_ product: String, _ kind: String, quantity: Int = 1, offset: Double = 0, expires: Date? = nil) {
-            transactions.append(VerifiedTransaction(
-                kind: .purchase, transactionId: id(kind), originalTransactionId: id(kind), productId: product, quantity: quantity,
-                purchaseDate: base.addingTimeInterval(offset), expiresDate: expires, environment: random.next() % 20 == 0 ? .sandbox : .production
-            ))
+            transactions.append(fields(id(kind), id(kind), product, quantity: quantity, purchased: base.addingTimeInterval(offset), expires: expires))
         }
         switch round % 4 {
         case 0:
@@ -120,31 +129,34 @@ public struct HistorySeeder: Sendable {
         case 2:
             // A renewal of the first round's subscription, and a re-purchase of the owned pack.
             let original = "\(index)\(String(format: "%04d", round - 2))4"
-            transactions.append(VerifiedTransaction(
-                kind: .renewal, transactionId: id("8"), originalTransactionId: original, productId: "pro.monthly", quantity: 1,
-                purchaseDate: base, expiresDate: base.addingTimeInterval(30 * 86_400), environment: .production
-            ))
+            transactions.append(fields(id("8"), original, "pro.monthly", quantity: 1, purchased: base,
+                                       expires: base.addingTimeInterval(30 * 86_400)))
             purchase("levels.pack", "9", offset: 30)
         default:
             purchase("coins.100", "0", quantity: 2)
         }
-        var written = try await record(transactions, app: app, user: user, device: device)
+        let answer = AppStoreAnswer(
+            receiptHash: AppStoreReceiptVerifier.sha256Hex("seed \(user) \(round)"), answerHash: AppStoreReceiptVerifier.sha256Hex("answer \(user) \(round)"),
+            environment: environment, status: 0, answeredAt: base, transactions: transactions, renewalInfo: []
+        )
+        let transactionIds = transactions.compactMap { $0["transaction_id"] }
+        var written = try await record(answer, app: app, user: user, device: device)
         if random.next() % 5 == 0 {
-            written += try await record(transactions, app: app, user: user, device: device)  // a duplicate submission
+            written += try await record(answer, app: app, user: user, device: device)  // a duplicate submission
         }
         written += try await execute(app: app, user: user) { state, catalog in
             var events: [PendingEvent] = []
-            for transaction in transactions where state.transactions[transaction.transactionId] != nil
-                && !state.isFinished(transaction.transactionId) && random.next() % 10 != 0 {
-                events.append(PendingEvent(.transactionFinished(TransactionFinished(transactionId: transaction.transactionId, deviceId: device))))
+            for transactionId in transactionIds where state.transactions[transactionId] != nil
+                && !state.isFinished(transactionId) && random.next() % 10 != 0 {
+                events.append(PendingEvent(.transactionFinished(TransactionFinished(transactionId: transactionId, deviceId: device))))
             }
             let balance = state.balance(of: "coins.100")
             if balance > 0 {
                 events += try UserDecisions.consume(productId: "coins.100", quantity: 1 + Int(random.next() % UInt64(balance)),
                                                     deviceId: device, catalog: catalog, on: state)
             }
-            if random.next() % 25 == 0, let victim = transactions.first, let recorded = state.transactions[victim.transactionId], !recorded.isRevoked {
-                events += try UserDecisions.revoke(transactionId: victim.transactionId, revokedAt: base.addingTimeInterval(86_400),
+            if random.next() % 25 == 0, let victim = transactionIds.first, let recorded = state.transactions[victim], !recorded.isRevoked {
+                events += try UserDecisions.revoke(transactionId: victim, revokedAt: base.addingTimeInterval(86_400),
                                                    reason: "refunded by Apple", on: state)
             }
             if round % 4 == 1 {
@@ -155,9 +167,10 @@ public struct HistorySeeder: Sendable {
         return written
     }
 
-    private func record(_ transactions: [VerifiedTransaction], app: String, user: String, device: String) async throws -> Int {
-        try await execute(app: app, user: user) { state, catalog in
-            try UserDecisions.recordReceipt(transactions, app: app, deviceId: device, receiptHash: "seed", catalog: catalog, on: state).events
+    private func record(_ answer: AppStoreAnswer, app: String, user: String, device: String) async throws -> Int {
+        try await execute(app: app, user: user) { state, _ in
+            try UserDecisions.observeReceipt(answer, app: app, deviceId: device, price: "0.99", currency: "USD",
+                                             digest: AppStoreReceiptVerifier.sha256Hex, on: state).events
         }
     }
 

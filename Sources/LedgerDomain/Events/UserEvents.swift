@@ -12,7 +12,8 @@ public struct DeviceRegistered: LedgerEvent {
     }
 }
 
-/// A verified payment transaction, recorded the first time it was seen. Money was taken.
+/// Version 1 (written before facts were recorded, no longer written): a verified payment
+/// transaction as the ledger then judged it at ingest. Read through `TransactionFacts.upcast`.
 public struct PurchaseRecorded: LedgerEvent {
     public static let typeName = try! EventTypeName("PurchaseRecorded", version: 1)
     public let transactionId: String
@@ -52,7 +53,7 @@ public struct PurchaseRecorded: LedgerEvent {
     }
 }
 
-/// An auto-renewable subscription renewed: a new transaction of the same original transaction.
+/// Version 1 (no longer written): an auto-renewable renewal as judged at ingest. Read through the upcaster.
 public struct SubscriptionRenewed: LedgerEvent {
     public static let typeName = try! EventTypeName("SubscriptionRenewed", version: 1)
     public let transactionId: String
@@ -82,8 +83,8 @@ public struct SubscriptionRenewed: LedgerEvent {
     }
 }
 
-/// A StoreKit restore (or a re-purchase of something already owned): a new transaction id that
-/// points at the original purchase. It grants nothing new and is not money.
+/// Version 1 (no longer written): a restore as judged at ingest (`originalTransactionId` is the
+/// purchase the ledger pointed it at). Read through the upcaster.
 public struct PurchaseRestored: LedgerEvent {
     public static let typeName = try! EventTypeName("PurchaseRestored", version: 1)
     public let transactionId: String
@@ -136,7 +137,8 @@ public struct PurchaseFailed: LedgerEvent {
     }
 }
 
-/// A refund or a cancellation by support: what the transaction gave is taken back.
+/// A revocation by support (and, in logs written before facts were recorded, a refund the
+/// App Store reported): what the transaction gave is taken back.
 public struct PurchaseRevoked: LedgerEvent {
     public static let typeName = try! EventTypeName("PurchaseRevoked", version: 1)
     public let transactionId: String
@@ -207,6 +209,9 @@ public enum UserEvent: Hashable, Sendable {
     case itemConsumed(ItemConsumed)
     case subscriptionRestoredToDevice(SubscriptionRestoredToDevice)
     case subscriptionExpiryReported(SubscriptionExpiryReported)
+    case receiptPosted(ReceiptPosted)
+    case appStoreTransactionObserved(AppStoreTransactionObserved)
+    case renewalInfoObserved(RenewalInfoObserved)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -227,6 +232,9 @@ public enum UserEvent: Hashable, Sendable {
         case .itemConsumed(let event): event
         case .subscriptionRestoredToDevice(let event): event
         case .subscriptionExpiryReported(let event): event
+        case .receiptPosted(let event): event
+        case .appStoreTransactionObserved(let event): event
+        case .renewalInfoObserved(let event): event
         }
     }
 
@@ -243,6 +251,9 @@ public enum UserEvent: Hashable, Sendable {
         entry(ItemConsumed.self, UserEvent.itemConsumed),
         entry(SubscriptionRestoredToDevice.self, UserEvent.subscriptionRestoredToDevice),
         entry(SubscriptionExpiryReported.self, UserEvent.subscriptionExpiryReported),
+        entry(ReceiptPosted.self, UserEvent.receiptPosted),
+        entry(AppStoreTransactionObserved.self, UserEvent.appStoreTransactionObserved),
+        entry(RenewalInfoObserved.self, UserEvent.renewalInfoObserved),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

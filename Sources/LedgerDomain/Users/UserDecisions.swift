@@ -14,129 +14,108 @@ public struct PendingEvent: Hashable, Sendable {
 /// What recording a receipt decided.
 public struct ReceiptDecision: Hashable, Sendable {
     public let events: [PendingEvent]
-    /// Transactions of the receipt the stream already holds.
+    /// Transactions of the receipt the stream already holds, with the same fields.
     public let duplicates: [String]
+}
+
+/// An App Store answer, as the decisions read it: every field of every transaction and
+/// `pending_renewal_info` entry as Apple sent it.
+public struct AppStoreAnswer: Hashable, Sendable {
+    public let receiptHash: String
+    public let answerHash: String
+    public let environment: StoreEnvironment
+    public let status: Int
+    public let answeredAt: Date
+    public let transactions: [[String: String]]
+    public let renewalInfo: [[String: String]]
+
+    public init(
+        receiptHash: String, answerHash: String, environment: StoreEnvironment, status: Int, answeredAt: Date,
+        transactions: [[String: String]], renewalInfo: [[String: String]]
+    ) {
+        self.receiptHash = receiptHash
+        self.answerHash = answerHash
+        self.environment = environment
+        self.status = status
+        self.answeredAt = answeredAt
+        self.transactions = transactions
+        self.renewalInfo = renewalInfo
+    }
 }
 
 /// The decisions taken on one user's stream. Pure: given the stream's state (and the catalog),
 /// each returns the events to append or refuses with a `DecisionError`. The caller appends them
 /// with the state's version as the expected version and decides again on a conflict.
 public enum UserDecisions {
-    /// Records what the App Store confirmed: new purchases, renewals, restores and refunds, in
-    /// purchase order. `price` and `currency` are what the device showed for the purchase it is
-    /// delivering, so they go on the newest new payment of the receipt only; older transactions the
-    /// ledger sees for the first time carry no price rather than a wrong one. A transaction the stream holds is a duplicate; a purchase of a
-    /// non-consumable the user already owns is recorded as a restore of that ownership (never a
-    /// second one, never counted as money twice); a refunded transaction is recorded and revoked.
-    public static func recordReceipt(
-        _ transactions: [VerifiedTransaction],
+    /// Records what the App Store said, and judges nothing: each transaction the stream has not
+    /// seen, or has seen with other fields, is observed; each changed `pending_renewal_info` entry
+    /// too; and when anything is new, the post itself (device, reported price). What the facts
+    /// mean is the classifier's to say, in the fold. `excluding` are transactions another user of
+    /// the app holds (the caller looks them up). `digest` names content in deduplication keys
+    /// (SHA-256 hex; the domain does no cryptography).
+    public static func observeReceipt(
+        _ answer: AppStoreAnswer,
         app bundleID: String,
         deviceId: String,
         price: String? = nil,
         currency: String? = nil,
-        receiptHash: String,
-        catalog: ProductCatalog,
+        excluding: Set<String> = [],
+        digest: (String) -> String,
         on state: UserLedger
     ) throws(DecisionError) -> ReceiptDecision {
-        var state = state
-        var events: [PendingEvent] = []
+        func key(_ kind: DeduplicationKey.AppStoreKind, _ id: String, content: String? = nil) throws(DecisionError) -> DeduplicationKey {
+            do {
+                if let content {
+                    return try .appStoreFact(app: bundleID, environment: answer.environment, kind: kind, id: id, digest: digest(content))
+                }
+                return try .appStoreTransaction(app: bundleID, environment: answer.environment, kind: kind, transactionID: id)
+            } catch {
+                throw .invalidInput(error.message)
+            }
+        }
+        var observations: [PendingEvent] = []
         var duplicates: [String] = []
-        func decide(_ event: PendingEvent) {
-            events.append(event)
-            state.apply(event.event, version: state.version + 1)
+        let ordered = answer.transactions.map(AppStoreFields.init).sorted {
+            ($0.purchaseDate ?? .distantPast, $0.transactionId ?? "") < ($1.purchaseDate ?? .distantPast, $1.transactionId ?? "")
         }
-        events += registerDevice(deviceId, on: state)
-        if let first = events.first { state.apply(first.event, version: state.version + 1) }
-
-        let ordered = transactions.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
-        let pricedTransaction = ordered.last {
-            $0.kind != .restore && state.transactions[$0.transactionId] == nil
-        }?.transactionId
         var seen = Set<String>()
-        for transaction in ordered where seen.insert(transaction.transactionId).inserted {
-            guard transaction.quantity >= 1 || transaction.kind != .purchase else {
-                throw .invalidInput("transaction \(transaction.transactionId) has quantity \(transaction.quantity)")
-            }
-            func key(_ kind: DeduplicationKey.AppStoreKind) throws(DecisionError) -> DeduplicationKey {
-                try appStoreKey(app: bundleID, transaction, kind: kind)
-            }
-            if let recorded = state.transactions[transaction.transactionId] {
-                duplicates.append(transaction.transactionId)
-                if let cancelled = transaction.cancellationDate, !recorded.isRevoked {
-                    decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
-                        transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
-                    )), deduplicationKey: try key(.revocation)))
+        for fields in ordered {
+            guard let id = fields.transactionId, !id.isEmpty else { throw .invalidInput("a transaction of the answer has no transaction_id") }
+            guard seen.insert(id).inserted, !excluding.contains(id) else { continue }
+            let expiryNews = answer.status == 21006 && fields.expiresDate != nil
+            let event = PendingEvent.Observation(AppStoreTransactionObserved(
+                transactionId: id, environment: answer.environment, fields: fields.values, receiptHash: answer.receiptHash,
+                deviceId: deviceId, answeredAt: answer.answeredAt, status: expiryNews ? 21006 : 0
+            ))
+            if let known = state.facts.observed[id] {
+                let unchanged = known.fields == fields && (!expiryNews || known.expiryReportedAt != nil)
+                if unchanged {
+                    duplicates.append(id)
+                    continue
                 }
-                if let reported = transaction.expiryReportedAt, recorded.expiresDate != nil, recorded.expiryReportedAt == nil {
-                    decide(expiryReport(transaction, at: reported, key: try key(.expiryReport)))
-                }
-                continue
-            }
-            let type = catalog.type(of: transaction.productId)
-            let (price, currency) = transaction.transactionId == pricedTransaction ? (price, currency) : (nil, nil)
-            switch transaction.kind {
-            case .renewal where transaction.expiresDate != nil:
-                decide(PendingEvent(.subscriptionRenewed(SubscriptionRenewed(
-                    transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-                    productId: transaction.productId, purchaseDate: transaction.purchaseDate,
-                    expiresDate: transaction.expiresDate!, environment: transaction.environment,
-                    price: price, currency: currency, receiptHash: receiptHash
-                )), deduplicationKey: try key(.renewal)))
-            case .restore:
-                decide(restore(transaction, pointingAt: transaction.originalTransactionId, deviceId: deviceId,
-                               receiptHash: receiptHash, key: try key(.restore)))
-            case .purchase, .renewal:
-                if type.isOwnedForever, let owner = state.ownership(of: transaction.productId) {
-                    // Bought again: the same ownership, recorded, but not a second purchase.
-                    decide(restore(transaction, pointingAt: owner.originalTransactionId, deviceId: deviceId,
-                                   receiptHash: receiptHash, key: try key(.restore)))
-                } else {
-                    decide(PendingEvent(.purchaseRecorded(PurchaseRecorded(
-                        transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId,
-                        productId: transaction.productId, productType: type, quantity: max(1, transaction.quantity),
-                        purchaseDate: transaction.purchaseDate, expiresDate: transaction.expiresDate,
-                        environment: transaction.environment, deviceId: deviceId, price: price, currency: currency,
-                        receiptHash: receiptHash
-                    )), deduplicationKey: try key(.payment)))
-                }
-            }
-            if let cancelled = transaction.cancellationDate {
-                decide(PendingEvent(.purchaseRevoked(PurchaseRevoked(
-                    transactionId: transaction.transactionId, revokedAt: cancelled, reason: "refunded (App Store cancellation_date)"
-                )), deduplicationKey: try key(.revocation)))
-            }
-            if let reported = transaction.expiryReportedAt, state.transactions[transaction.transactionId]?.expiresDate != nil {
-                decide(expiryReport(transaction, at: reported, key: try key(.expiryReport)))
+                observations.append(PendingEvent(.appStoreTransactionObserved(event.event),
+                                                 deduplicationKey: try key(.observation, id, content: event.canonical)))
+            } else {
+                observations.append(PendingEvent(.appStoreTransactionObserved(event.event), deduplicationKey: try key(.transaction, id)))
             }
         }
-        return ReceiptDecision(events: events, duplicates: duplicates)
-    }
-
-    /// The App Store's 21006 answer, as reported. `UserLedger.Transaction.periodEnd` judges it.
-    private static func expiryReport(_ transaction: VerifiedTransaction, at instant: Date, key: DeduplicationKey) -> PendingEvent {
-        PendingEvent(.subscriptionExpiryReported(SubscriptionExpiryReported(
-            transactionId: transaction.transactionId, reportedAt: instant, status: 21006
-        )), deduplicationKey: key)
-    }
-
-    private static func appStoreKey(app bundleID: String, _ transaction: VerifiedTransaction, kind: DeduplicationKey.AppStoreKind) throws(DecisionError) -> DeduplicationKey {
-        do {
-            return try .appStoreTransaction(app: bundleID, environment: transaction.environment, kind: kind,
-                                            transactionID: transaction.transactionId)
-        } catch {
-            throw .invalidInput(error.message)
+        for entry in answer.renewalInfo.map(AppStoreFields.init) {
+            guard let original = entry.originalTransactionId, !excluding.contains(original) else { continue }
+            guard state.facts.renewalInfo[original] != entry else { continue }
+            let content = PendingEvent.Observation.canonical(entry.values, status: 0)
+            observations.append(PendingEvent(.renewalInfoObserved(RenewalInfoObserved(
+                originalTransactionId: original, environment: answer.environment, fields: entry.values,
+                receiptHash: answer.receiptHash, answeredAt: answer.answeredAt
+            )), deduplicationKey: try key(.renewalInfo, original, content: content)))
         }
-    }
-
-    private static func restore(
-        _ transaction: VerifiedTransaction, pointingAt original: String, deviceId: String, receiptHash: String,
-        key: DeduplicationKey
-    ) -> PendingEvent {
-        PendingEvent(.purchaseRestored(PurchaseRestored(
-            transactionId: transaction.transactionId, originalTransactionId: original, productId: transaction.productId,
-            deviceId: deviceId, purchaseDate: transaction.purchaseDate, environment: transaction.environment,
-            receiptHash: receiptHash
-        )), deduplicationKey: key)
+        guard !observations.isEmpty else { return ReceiptDecision(events: [], duplicates: duplicates) }
+        let postContent = ([deviceId, price ?? "", currency ?? ""] + observations.compactMap { $0.deduplicationKey?.rawValue }).joined(separator: "\n")
+        let post = PendingEvent(.receiptPosted(ReceiptPosted(
+            receiptHash: answer.receiptHash, answerHash: answer.answerHash, deviceId: deviceId, environment: answer.environment,
+            status: answer.status, answeredAt: answer.answeredAt, price: price, currency: currency,
+            transactionIds: ordered.compactMap(\.transactionId)
+        )), deduplicationKey: try key(.post, answer.receiptHash, content: postContent))
+        return ReceiptDecision(events: [post] + observations, duplicates: duplicates)
     }
 
     /// Uses up `quantity` of a consumable; refused beyond the balance the stream holds.
@@ -210,5 +189,23 @@ extension UserDecisions {
         return registerDevice(deviceId, on: state) + [PendingEvent(.purchaseFailed(PurchaseFailed(
             productId: productId, deviceId: deviceId, errorCode: code, cancelled: cancelled
         )))]
+    }
+}
+
+extension PendingEvent {
+    /// An observation, and the canonical text whose digest keys it when it records a change.
+    struct Observation {
+        let event: AppStoreTransactionObserved
+
+        init(_ event: AppStoreTransactionObserved) {
+            self.event = event
+        }
+
+        var canonical: String { Self.canonical(event.fields, status: event.status) }
+
+        /// The fields as sorted JSON, and the status: equal content, equal text.
+        static func canonical(_ fields: [String: String], status: Int) -> String {
+            ((try? LedgerJSON.encode(fields)) ?? "") + "\nstatus=\(status)"
+        }
     }
 }

@@ -16,7 +16,7 @@ extension UserLedger {
     public var ownedForever: [Entitlements.Owned] {
         var seenProducts = Set<String>()
         return transactionsInOrder.compactMap { transaction in
-            guard transaction.kind == .purchase, !transaction.isRevoked, transaction.productType.isOwnedForever,
+            guard transaction.grantsOwnership, !transaction.isRevoked, transaction.productType.isOwnedForever,
                   seenProducts.insert(transaction.productId).inserted
             else { return nil }
             return Entitlements.Owned(productId: transaction.productId, productType: transaction.productType,
@@ -29,11 +29,13 @@ extension UserLedger {
         nonRenewingPeriods(catalog: catalog) + autoRenewablePeriods(catalog: catalog)
     }
 
-    /// The non-renewing periods, stacked per group with the catalog's durations.
+    /// The non-renewing periods, stacked per group with the durations the catalog gave when each
+    /// was bought (a later change of duration rewrites no past period).
     public func nonRenewingPeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
         let purchases = transactionsInOrder.compactMap { transaction -> NonRenewingPurchase? in
             guard transaction.kind == .purchase, !transaction.isRevoked,
-                  let product = catalog[transaction.productId], product.type == .nonRenewing, let duration = product.duration
+                  let product = catalog.product(transaction.productId, asOf: transaction.position),
+                  product.type == .nonRenewing, let duration = product.duration
             else { return nil }
             return NonRenewingPurchase(
                 transactionId: transaction.transactionId, productId: transaction.productId,
@@ -47,7 +49,8 @@ extension UserLedger {
     /// ended early where the App Store reported it cancelled, in the product's subscription group.
     public func autoRenewablePeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
         transactionsInOrder.compactMap { transaction in
-            guard transaction.productType == .autoRenewable, transaction.kind != .restore, !transaction.isRevoked,
+            guard transaction.productType == .autoRenewable, transaction.kind.isPayment || transaction.restores == nil,
+                  !transaction.isRevoked,
                   let expires = transaction.periodEnd, transaction.purchaseDate.milliseconds < expires.milliseconds
             else { return nil }
             return SubscriptionPeriod(

@@ -17,7 +17,7 @@ extension ProductCatalog {
         self.init()
         for event in events {
             guard event.type == ProductDefined.typeName.stored else { throw UnknownEventType(type: event.type) }
-            apply(try LedgerJSON.decode(ProductDefined.self, from: event.data))
+            apply(try LedgerJSON.decode(ProductDefined.self, from: event.data), position: event.position)
         }
     }
 }

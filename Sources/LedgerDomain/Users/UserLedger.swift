@@ -2,33 +2,71 @@ import Foundation
 
 /// What a user's stream says, folded from its events: the state every decision is taken on.
 ///
-/// Folding is pure and order-sensitive only where the log is (versions): applying the stream's
-/// events in order always gives the same state.
+/// The stream holds facts: what the App Store reported of each transaction, who posted which
+/// receipt at what price, what the app did. `apply` only gathers them; what they mean (purchase,
+/// renewal, restore, upgrade, refund, revenue, price) is judged by `TransactionClassifier` with
+/// the catalog as it stood at each fact (`classified(by:)`). Applying the stream's events in order
+/// always gives the same state.
 public struct UserLedger: Hashable, Sendable {
-    /// One App Store transaction recorded on the stream.
+    /// One App Store transaction, as the classifier judges it.
     public struct Transaction: Hashable, Sendable {
         public enum Kind: String, Hashable, Sendable {
-            case purchase, renewal, restore
+            /// The first payment of something.
+            case purchase
+            /// An auto-renewable period paid for again, for the same product.
+            case renewal
+            /// A payment for a higher subscription of the group, which ended the current period.
+            case upgrade
+            /// A renewal into another product of the group (a downgrade or a crossgrade).
+            case crossgrade
+            /// A new transaction id for something already paid for (a StoreKit restore, a
+            /// re-identified period, or a non-consumable bought again). No money.
+            case restore
+
+            /// Whether this kind of transaction took money (sandbox and family sharing aside).
+            public var isPayment: Bool { self != .restore }
+        }
+
+        /// How a transaction was offered.
+        public enum Offer: String, Hashable, Sendable {
+            case none
+            case freeTrial = "free_trial"
+            case introOffer = "intro_offer"
+        }
+
+        /// Where a money row's amount comes from.
+        public enum PriceSource: String, Hashable, Sendable {
+            /// What the device reported for the purchase it posted.
+            case device
+            /// The catalog's price in force when the fact was recorded.
+            case catalog
+            /// A free trial: zero.
+            case trial
+            /// No source knows it: the row is unpriced.
+            case none
         }
 
         public let transactionId: String
         public let originalTransactionId: String
         public let productId: String
-        /// As recorded; restores and renewals take the type of what they point at.
+        /// As the catalog defined the product when the transaction was recorded (or first defined it).
         public internal(set) var productType: ProductType
-        public let kind: Kind
+        public internal(set) var kind: Kind
         public let quantity: Int
         public let purchaseDate: Date
         public let expiresDate: Date?
         public let environment: StoreEnvironment
         public internal(set) var revokedAt: Date?
         public internal(set) var revocationReason: String?
-        /// The device the transaction was first delivered to.
+        /// The device whose post first brought the transaction.
         public let deviceId: String?
-        /// Price and currency as recorded (purchases and renewals).
-        public let price: String?
-        public let currency: String?
-        /// Where in the log it was recorded, and when.
+        /// Price per unit and currency, and where they come from.
+        public internal(set) var price: String?
+        public internal(set) var currency: String?
+        public internal(set) var priceSource: PriceSource = .none
+        /// The catalog's price when the device reported a different one (kept and flagged).
+        public internal(set) var catalogPrice: String?
+        /// Where in the log it was first recorded, and when.
         public let position: Int64
         public let recordedAt: Date?
         /// Where the revocation was recorded, and when the ledger recorded it (`revokedAt` is when
@@ -36,17 +74,31 @@ public struct UserLedger: Hashable, Sendable {
         public internal(set) var revokedPosition: Int64?
         public internal(set) var revocationRecordedAt: Date?
         /// Auto-renewables: when the App Store first answered that the subscription had expired (21006).
-        public internal(set) var expiryReportedAt: Date? = nil
+        public internal(set) var expiryReportedAt: Date?
+        /// Auto-renewables: when an upgrade ended this period (Apple's `is_upgraded` with a cancellation date).
+        public internal(set) var upgradedAt: Date?
+        public let webOrderLineItemId: String?
+        public let offer: Offer
+        /// Given by a family member's purchase (`in_app_ownership_type` FAMILY_SHARED): access, no money.
+        public let isFamilyShared: Bool
+        /// Restores: the transaction whose purchase this restores; nil when the stream never saw it.
+        public internal(set) var restores: String?
 
-        /// Where the period this transaction paid for ends: its expiry, or, when the App Store said
-        /// the subscription was over while the period still ran (support cancelled it), then.
+        /// Where the period this transaction paid for ends: its expiry, or earlier when the App
+        /// Store said the subscription was over (21006) or an upgrade ended it while it still ran.
         public var periodEnd: Date? {
             guard let expiresDate else { return nil }
-            guard let reported = expiryReportedAt, reported.milliseconds < expiresDate.milliseconds else { return expiresDate }
-            return reported
+            return [expiryReportedAt, upgradedAt].compactMap { $0 }.filter { $0.milliseconds < expiresDate.milliseconds }.min() ?? expiresDate
         }
 
         public var isRevoked: Bool { revokedAt != nil }
+
+        /// Money taken, as finance counts it: a payment, in production, not family-shared.
+        public var isRevenue: Bool { kind.isPayment && environment == .production && !isFamilyShared }
+
+        /// Whether it gives ownership of an owned-for-ever product: a purchase, or a restore of a
+        /// purchase the stream never saw (bought before the ledger, or a lost post).
+        public var grantsOwnership: Bool { kind == .purchase || (kind == .restore && restores == nil) }
     }
 
     /// A delivery to a device: a purchase, a restore, or non-renewing periods the ledger restored.
@@ -78,19 +130,25 @@ public struct UserLedger: Hashable, Sendable {
     /// The log position of the last event folded (0 when none was folded with its position).
     public private(set) var lastPosition: Int64 = 0
     public private(set) var devices: Set<String> = []
-    public private(set) var transactions: [String: Transaction] = [:]
-    /// Transaction ids in the order they were recorded.
-    public private(set) var order: [String] = []
+    /// The facts the classifier reads.
+    public private(set) var facts = TransactionFacts()
     public private(set) var consumed: [String: Int] = [:]
     /// Which non-renewing transactions each device has received.
     public private(set) var deliveredToDevice: [String: Set<String>] = [:]
     /// Each finished transaction, with where its first `TransactionFinished` is in the log.
     public private(set) var finishPositions: [String: Int64] = [:]
+    /// The catalog the transactions are classified with.
+    public private(set) var catalog = ProductCatalog()
+
+    /// The transactions as classified, by id, and their order (the order they were recorded).
+    public private(set) var transactions: [String: Transaction] = [:]
+    public private(set) var order: [String] = []
+    /// Every delivery to a device, in log order.
+    public private(set) var deliveries: [Delivery] = []
+    private var restoredToDevices: [Delivery] = []
 
     /// Whether a device finished the transaction.
     public func isFinished(_ transactionId: String) -> Bool { finishPositions[transactionId] != nil }
-    /// Every delivery to a device, in log order.
-    public private(set) var deliveries: [Delivery] = []
 
     public init() {}
 
@@ -99,66 +157,76 @@ public struct UserLedger: Hashable, Sendable {
         let position = context?.position ?? 0
         lastPosition = max(lastPosition, position)
         let recordedAt = context?.recordedAt
+        let at = TransactionFacts.Recorded(position: position, recordedAt: recordedAt)
+        switch event {
+        case .receiptPosted, .appStoreTransactionObserved, .renewalInfoObserved: break
+        default: facts.closePost()
+        }
         switch event {
         case .deviceRegistered(let event):
             devices.insert(event.deviceId)
+            return
+        case .receiptPosted(let event):
+            devices.insert(event.deviceId)
+            facts.post(event, at: at)
+        case .appStoreTransactionObserved(let event):
+            devices.insert(event.deviceId)
+            facts.observe(event, at: at)
+        case .renewalInfoObserved(let event):
+            facts.observe(event, at: at)
+            return
         case .purchaseRecorded(let event):
-            record(Transaction(
-                transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
-                productId: event.productId, productType: event.productType, kind: .purchase,
-                quantity: event.quantity, purchaseDate: event.purchaseDate, expiresDate: event.expiresDate,
-                environment: event.environment, deviceId: event.deviceId, price: event.price, currency: event.currency,
-                position: position, recordedAt: recordedAt
-            ))
             devices.insert(event.deviceId)
-            deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .purchase,
-                                       position: position, recordedAt: recordedAt))
+            facts.upcast(event, at: at)
         case .subscriptionRenewed(let event):
-            record(Transaction(
-                transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
-                productId: event.productId, productType: .autoRenewable, kind: .renewal, quantity: 1,
-                purchaseDate: event.purchaseDate, expiresDate: event.expiresDate, environment: event.environment,
-                deviceId: nil, price: event.price, currency: event.currency, position: position, recordedAt: recordedAt
-            ))
+            facts.upcast(event, at: at)
         case .purchaseRestored(let event):
-            let original = transactions[event.originalTransactionId]
-            record(Transaction(
-                transactionId: event.transactionId, originalTransactionId: event.originalTransactionId,
-                productId: event.productId, productType: original?.productType ?? .unknown, kind: .restore,
-                quantity: 0, purchaseDate: event.purchaseDate, expiresDate: nil, environment: event.environment,
-                deviceId: event.deviceId, price: nil, currency: nil, position: position, recordedAt: recordedAt
-            ))
             devices.insert(event.deviceId)
-            deliveries.append(Delivery(deviceId: event.deviceId, transactionId: event.transactionId, kind: .restore,
-                                       position: position, recordedAt: recordedAt))
+            facts.upcast(event, at: at)
+        case .purchaseRevoked(let event):
+            facts.revoke(event, at: at)
+        case .subscriptionExpiryReported(let event):
+            facts.reportExpiry(event)
         case .transactionFinished(let event):
             if finishPositions[event.transactionId] == nil { finishPositions[event.transactionId] = position }
+            return
         case .purchaseFailed:
-            break
-        case .purchaseRevoked(let event):
-            transactions[event.transactionId]?.revokedAt = event.revokedAt
-            transactions[event.transactionId]?.revocationReason = event.reason
-            transactions[event.transactionId]?.revokedPosition = position
-            transactions[event.transactionId]?.revocationRecordedAt = recordedAt
-        case .subscriptionExpiryReported(let event):
-            if let earlier = transactions[event.transactionId]?.expiryReportedAt, earlier <= event.reportedAt { break }
-            transactions[event.transactionId]?.expiryReportedAt = event.reportedAt
+            return
         case .itemConsumed(let event):
             consumed[event.productId, default: 0] += event.quantity
+            return
         case .subscriptionRestoredToDevice(let event):
             deliveredToDevice[event.deviceId, default: []].formUnion(event.transactionIds)
             devices.insert(event.deviceId)
             for transactionId in event.transactionIds {
-                deliveries.append(Delivery(deviceId: event.deviceId, transactionId: transactionId, kind: .subscriptionRestore,
-                                           position: position, recordedAt: recordedAt))
+                restoredToDevices.append(Delivery(deviceId: event.deviceId, transactionId: transactionId, kind: .subscriptionRestore,
+                                                  position: position, recordedAt: recordedAt))
             }
         }
+        classify()
     }
 
-    private mutating func record(_ transaction: Transaction) {
-        guard transactions[transaction.transactionId] == nil else { return }
-        transactions[transaction.transactionId] = transaction
-        order.append(transaction.transactionId)
+    /// The same state with its transactions judged with `catalog` (the app's catalog, with its
+    /// history: each fact sees the catalog as it stood when the fact was recorded).
+    public func classified(by catalog: ProductCatalog) -> UserLedger {
+        var copy = self
+        copy.catalog = catalog
+        copy.classify()
+        return copy
+    }
+
+    private mutating func classify() {
+        let judged = TransactionClassifier.classify(facts, catalog: catalog)
+        transactions = Dictionary(uniqueKeysWithValues: judged.map { ($0.transactionId, $0) })
+        order = judged.map(\.transactionId)
+        var deliveries: [Delivery] = judged.compactMap { transaction in
+            guard let device = transaction.deviceId else { return nil }
+            return Delivery(deviceId: device, transactionId: transaction.transactionId,
+                            kind: transaction.kind == .restore ? .restore : .purchase,
+                            position: transaction.position, recordedAt: transaction.recordedAt)
+        }
+        deliveries += restoredToDevices
+        self.deliveries = deliveries.enumerated().sorted { ($0.element.position, $0.offset) < ($1.element.position, $1.offset) }.map(\.element)
     }
 
     /// Purchased (non-revoked purchases' quantities) minus consumed. Below zero only after a
@@ -170,23 +238,11 @@ public struct UserLedger: Hashable, Sendable {
         return purchased - consumed[productId, default: 0]
     }
 
-    /// The live purchase that owns a non-consumable or free subscription, if any.
+    /// The live transaction that owns a non-consumable or free subscription, if any.
     public func ownership(of productId: String) -> Transaction? {
-        order.lazy.compactMap { transactions[$0] }.first {
-            $0.productId == productId && $0.kind == .purchase && !$0.isRevoked && $0.productType.isOwnedForever
+        transactionsInOrder.first {
+            $0.productId == productId && $0.grantsOwnership && !$0.isRevoked && $0.productType.isOwnedForever
         }
-    }
-
-    /// The same state with purchases of products the catalog did not know when they were
-    /// recorded (`unknown`) classified by the catalog as it is now.
-    public func classified(by catalog: ProductCatalog) -> UserLedger {
-        var copy = self
-        for (id, transaction) in transactions where transaction.productType == .unknown {
-            let type = catalog.type(of: transaction.productId)
-            guard type != .unknown else { continue }
-            copy.transactions[id]?.productType = type
-        }
-        return copy
     }
 
     /// Transactions in the order they were recorded.

@@ -1,0 +1,223 @@
+import Foundation
+
+/// Judges what the App Store's facts mean: pure, versioned, and the only place it is decided.
+///
+/// Nothing here is stored: the log keeps the facts, and every reader (decisions, projections,
+/// `ledger query`) classifies them again. A rule fixed here, with `version` bumped and the
+/// projections' versions with it, changes every past answer on the next rebuild.
+///
+/// Version 2 (the first over recorded facts):
+/// - Auto-renewables: one payment per `web_order_line_item_id`, the earliest transaction of the
+///   line item (purchase date, then Apple's ever-increasing transaction id); the others are
+///   restores or re-identified periods and take no money. A payment whose transaction id is the
+///   original is the purchase; later ones are renewals, or an upgrade (the chain's previous period
+///   was ended by `is_upgraded`) or a crossgrade (another product of the group, at renewal).
+/// - `is_upgraded` with a cancellation date ends the period then; it is not a refund.
+/// - Other products: a transaction pointing at another original is a restore of it (its origin
+///   unknown when the stream never saw that original: it still grants ownership, without money).
+///   A non-consumable or free subscription bought again in the same environment while owned is a
+///   restore of the ownership; bought in the other environment it is a purchase there.
+/// - A cancellation date (not an upgrade) or a recorded revocation refunds the transaction; a
+///   refund of a restore refunds the purchase it restores.
+/// - Prices: a free trial is zero; the device's reported price goes on the newest purchase or
+///   upgrade first seen in its post; anything else takes the catalog's price in force when it was
+///   recorded, in the user's currency; a device price that differs from the catalog's is kept, and
+///   the catalog's is shown beside it. Sandbox and family-shared transactions are never revenue.
+public enum TransactionClassifier {
+    public static let version = 2
+
+    public static func classify(_ facts: TransactionFacts, catalog: ProductCatalog) -> [UserLedger.Transaction] {
+        let observations = facts.order.compactMap { facts.observed[$0] }
+        var judged: [String: UserLedger.Transaction] = [:]
+        for observation in observations {
+            judged[observation.transactionId] = base(observation, catalog: catalog)
+        }
+        classifyAutoRenewables(observations, into: &judged)
+        classifyOthers(observations, into: &judged)
+        applyRefunds(observations, facts: facts, into: &judged)
+        price(observations, facts: facts, catalog: catalog, into: &judged)
+        return facts.order.compactMap { judged[$0] }
+    }
+
+    // MARK: Steps
+
+    private static func base(_ observation: TransactionFacts.Observed, catalog: ProductCatalog) -> UserLedger.Transaction {
+        let fields = observation.fields
+        let productId = fields.productId ?? ""
+        let expires = fields.expiresDate
+        let type = catalog.product(productId, asOf: observation.first.position)?.type
+            ?? observation.legacy?.productType.flatMap { $0 == .unknown ? nil : $0 }
+            ?? (expires != nil ? .autoRenewable : .unknown)
+        let offer: UserLedger.Transaction.Offer = fields.isTrialPeriod ? .freeTrial : fields.isInIntroOfferPeriod ? .introOffer : .none
+        var transaction = UserLedger.Transaction(
+            transactionId: observation.transactionId,
+            originalTransactionId: fields.originalTransactionId ?? observation.transactionId,
+            productId: productId, productType: type, kind: .purchase,
+            quantity: type == .consumable || type == .unknown ? fields.quantity : 1,
+            purchaseDate: fields.purchaseDate ?? observation.first.recordedAt ?? Date(timeIntervalSince1970: 0),
+            expiresDate: expires, environment: observation.environment, revokedAt: nil, revocationReason: nil,
+            deviceId: observation.deviceId, price: nil, currency: nil, position: observation.first.position,
+            recordedAt: observation.first.recordedAt, revokedPosition: nil, revocationRecordedAt: nil,
+            expiryReportedAt: observation.expiryReportedAt, upgradedAt: nil, webOrderLineItemId: fields.webOrderLineItemId,
+            offer: offer, isFamilyShared: fields.isFamilyShared, restores: nil
+        )
+        if fields.isUpgraded, let cancelled = fields.cancellationDate { transaction.upgradedAt = cancelled }
+        return transaction
+    }
+
+    /// Apple's transaction ids grow over time: compared as numbers when they are numbers.
+    static func earlier(_ a: UserLedger.Transaction, _ b: UserLedger.Transaction) -> Bool {
+        if a.purchaseDate.milliseconds != b.purchaseDate.milliseconds { return a.purchaseDate.milliseconds < b.purchaseDate.milliseconds }
+        if a.transactionId.count != b.transactionId.count { return a.transactionId.count < b.transactionId.count }
+        return a.transactionId < b.transactionId
+    }
+
+    private static func classifyAutoRenewables(_ observations: [TransactionFacts.Observed], into judged: inout [String: UserLedger.Transaction]) {
+        let subscriptions = observations.compactMap { judged[$0.transactionId] }.filter { $0.productType == .autoRenewable }
+        // One payment per line item; the rest restore it.
+        var payments: [String: UserLedger.Transaction] = [:]
+        for transaction in subscriptions.sorted(by: earlier) {
+            if let lineItem = transaction.webOrderLineItemId {
+                if let payment = payments[lineItem] {
+                    judged[transaction.transactionId]?.kind = .restore
+                    judged[transaction.transactionId]?.restores = payment.transactionId
+                    continue
+                }
+                payments[lineItem] = transaction
+            } else if let legacy = observations.first(where: { $0.transactionId == transaction.transactionId })?.legacy,
+                      legacy.verdict == .restore {
+                let restored = legacy.pointsAt.flatMap { judged[$0] != nil ? $0 : nil }
+                judged[transaction.transactionId]?.kind = .restore
+                judged[transaction.transactionId]?.restores = restored
+                continue
+            }
+        }
+        // Each chain's payments in time order: purchase, then renewals, upgrades, crossgrades.
+        let chains = Dictionary(grouping: subscriptions.compactMap { judged[$0.transactionId] }.filter { $0.kind.isPayment },
+                                by: \.originalTransactionId)
+        for (_, chain) in chains {
+            var previous: UserLedger.Transaction?
+            for transaction in chain.sorted(by: earlier) {
+                // Not the original and first in the stream: the chain began before the ledger saw it.
+                let kind: UserLedger.Transaction.Kind
+                if transaction.transactionId == transaction.originalTransactionId {
+                    kind = .purchase
+                } else if let previous, previous.productId != transaction.productId {
+                    kind = previous.upgradedAt != nil ? .upgrade : .crossgrade
+                } else {
+                    kind = .renewal
+                }
+                judged[transaction.transactionId]?.kind = kind
+                previous = transaction
+            }
+        }
+    }
+
+    private static func classifyOthers(_ observations: [TransactionFacts.Observed], into judged: inout [String: UserLedger.Transaction]) {
+        var owners: [String: UserLedger.Transaction] = [:]  // product + environment → the owning purchase
+        for observation in observations {
+            guard var transaction = judged[observation.transactionId], transaction.productType != .autoRenewable else { continue }
+            let ownerKey = "\(transaction.environment.rawValue)/\(transaction.productId)"
+            if let legacy = observation.legacy, legacy.verdict == .restore {
+                transaction.kind = .restore
+                transaction.restores = legacy.pointsAt.flatMap { judged[$0] != nil ? $0 : nil }
+            } else if transaction.transactionId != transaction.originalTransactionId, transaction.productType != .consumable {
+                transaction.kind = .restore
+                transaction.restores = judged[transaction.originalTransactionId] != nil ? transaction.originalTransactionId : nil
+            } else if transaction.productType.isOwnedForever, let owner = owners[ownerKey], owner.transactionId != transaction.transactionId {
+                transaction.kind = .restore
+                transaction.restores = owner.transactionId
+            } else {
+                transaction.kind = .purchase
+            }
+            let cancelled = observation.fields.cancellationDate != nil || observation.fields.isUpgraded
+            if transaction.productType.isOwnedForever, transaction.grantsOwnership, owners[ownerKey] == nil, !cancelled {
+                owners[ownerKey] = transaction
+            }
+            judged[observation.transactionId] = transaction
+        }
+    }
+
+    private static func applyRefunds(
+        _ observations: [TransactionFacts.Observed], facts: TransactionFacts, into judged: inout [String: UserLedger.Transaction]
+    ) {
+        func refund(_ id: String, at date: Date, reason: String, seen: TransactionFacts.Recorded) {
+            guard var transaction = judged[id], !transaction.isRevoked else { return }
+            transaction.revokedAt = date
+            transaction.revocationReason = reason
+            transaction.revokedPosition = seen.position
+            transaction.revocationRecordedAt = seen.recordedAt
+            judged[id] = transaction
+        }
+        var refunds: [(id: String, date: Date, reason: String, seen: TransactionFacts.Recorded)] = []
+        for observation in observations {
+            let fields = observation.fields
+            if let cancelled = fields.cancellationDate, !fields.isUpgraded, let seen = observation.cancellationSeen {
+                let reason = fields.cancellationReason == 1
+                    ? "refunded by the App Store (cancellation_reason 1: a problem with the app)"
+                    : "refunded by the App Store (cancellation_date)"
+                refunds.append((observation.transactionId, cancelled, reason, seen))
+            }
+        }
+        for (id, revocation) in facts.revocations {
+            refunds.append((id, revocation.revokedAt, revocation.reason, revocation.at))
+        }
+        refunds.sort { ($0.seen.position, $0.id) < ($1.seen.position, $1.id) }
+        for entry in refunds {
+            refund(entry.id, at: entry.date, reason: entry.reason, seen: entry.seen)
+            if let restored = judged[entry.id]?.restores {
+                refund(restored, at: entry.date, reason: "\(entry.reason), on its restore \(entry.id)", seen: entry.seen)
+            }
+        }
+    }
+
+    private static func price(
+        _ observations: [TransactionFacts.Observed], facts: TransactionFacts, catalog: ProductCatalog,
+        into judged: inout [String: UserLedger.Transaction]
+    ) {
+        // The device's report goes on the newest purchase or upgrade first seen in its post.
+        var devicePrices: [String: (price: String, currency: String)] = [:]
+        for post in facts.posts {
+            guard let price = post.price, let currency = post.currency else { continue }
+            let candidates = post.firstObserved.compactMap { judged[$0] }.filter {
+                ($0.kind == .purchase || $0.kind == .upgrade) && !$0.isFamilyShared
+            }
+            if let newest = candidates.max(by: earlier) { devicePrices[newest.transactionId] = (price, currency) }
+        }
+        for observation in observations {
+            if let legacy = observation.legacy, let price = legacy.price, let currency = legacy.currency {
+                devicePrices[observation.transactionId] = (price, currency)
+            }
+        }
+        let userCurrency = facts.posts.last { $0.currency != nil }?.currency
+            ?? observations.last { $0.legacy?.currency != nil }?.legacy?.currency
+        for observation in observations {
+            guard var transaction = judged[observation.transactionId], transaction.kind.isPayment, !transaction.isFamilyShared else { continue }
+            let product = catalog.product(transaction.productId, asOf: observation.first.position)
+            if transaction.offer == .freeTrial {
+                transaction.price = "0"
+                transaction.currency = devicePrices[transaction.transactionId]?.currency ?? userCurrency ?? product?.prices.keys.sorted().first
+                transaction.priceSource = .trial
+            } else if let reported = devicePrices[transaction.transactionId] {
+                transaction.price = reported.price
+                transaction.currency = reported.currency
+                transaction.priceSource = .device
+                if let listed = product?.prices[reported.currency], !Self.sameAmount(listed, reported.price), transaction.offer == .none {
+                    transaction.catalogPrice = listed
+                }
+            } else if transaction.offer == .none, let product,
+                      let currency = userCurrency.flatMap({ product.prices[$0] != nil ? $0 : nil })
+                        ?? (product.prices.count == 1 ? product.prices.keys.first : nil) {
+                transaction.price = product.prices[currency]
+                transaction.currency = currency
+                transaction.priceSource = .catalog
+            }
+            judged[observation.transactionId] = transaction
+        }
+    }
+
+    /// Decimal texts compared as amounts: "4.9" and "4.90" are the same price.
+    static func sameAmount(_ a: String, _ b: String) -> Bool {
+        Decimal(string: a) == Decimal(string: b)
+    }
+}

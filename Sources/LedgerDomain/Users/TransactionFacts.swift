@@ -1,0 +1,162 @@
+import Foundation
+
+/// What a user's stream recorded of App Store transactions, gathered and not yet judged.
+///
+/// Events written before facts were recorded (the version-1 verdicts `PurchaseRecorded`,
+/// `SubscriptionRenewed`, `PurchaseRestored`) are read here as observations of the fields they
+/// kept (the upcaster), with what they said noted as `legacy`: the classifier decides again.
+public struct TransactionFacts: Hashable, Sendable {
+    /// Where a fact was recorded.
+    public struct Recorded: Hashable, Sendable {
+        public let position: Int64
+        public let recordedAt: Date?
+    }
+
+    /// What a version-1 verdict event said, for what the fields alone cannot tell.
+    public struct Legacy: Hashable, Sendable {
+        public enum Verdict: String, Hashable, Sendable { case purchase, renewal, restore }
+        public let verdict: Verdict
+        /// Restores: the original transaction the ledger pointed the restore at.
+        public let pointsAt: String?
+        public let productType: ProductType?
+        /// What the device reported, which version 1 put on this transaction itself.
+        public let price: String?
+        public let currency: String?
+    }
+
+    /// Every observation of one transaction, reduced to the first and the latest.
+    public struct Observed: Hashable, Sendable {
+        public let transactionId: String
+        public let environment: StoreEnvironment
+        /// The latest fields the App Store sent.
+        public internal(set) var fields: AppStoreFields
+        public let first: Recorded
+        /// The device whose post first brought it.
+        public let deviceId: String?
+        /// Where a `cancellation_date` was first seen for it.
+        public internal(set) var cancellationSeen: Recorded?
+        public internal(set) var expiryReportedAt: Date?
+        public internal(set) var legacy: Legacy?
+        /// The post that first brought it (an index into `posts`), if a `ReceiptPosted` did.
+        public let post: Int?
+    }
+
+    /// A receipt post that brought new observations.
+    public struct Post: Hashable, Sendable {
+        public let deviceId: String
+        public let price: String?
+        public let currency: String?
+        public let at: Recorded
+        /// The transactions first observed in this post.
+        public internal(set) var firstObserved: [String] = []
+    }
+
+    /// A revocation recorded as such (by support, or a version-1 refund verdict).
+    public struct Revocation: Hashable, Sendable {
+        public let revokedAt: Date
+        public let reason: String
+        public let at: Recorded
+    }
+
+    public private(set) var observed: [String: Observed] = [:]
+    /// Transaction ids in the order they were first recorded.
+    public private(set) var order: [String] = []
+    public private(set) var posts: [Post] = []
+    public private(set) var revocations: [String: Revocation] = [:]
+    /// The latest `pending_renewal_info` fields of each original transaction.
+    public private(set) var renewalInfo: [String: AppStoreFields] = [:]
+    /// The post whose observations are being folded: a post's observations follow it in one append.
+    private var openPost: Int?
+
+    public init() {}
+
+    mutating func post(_ event: ReceiptPosted, at: Recorded) {
+        posts.append(Post(deviceId: event.deviceId, price: event.price, currency: event.currency, at: at))
+        openPost = posts.indices.last
+    }
+
+    /// Any other event ends the open post.
+    mutating func closePost() {
+        openPost = nil
+    }
+
+    mutating func observe(_ event: AppStoreTransactionObserved, at: Recorded) {
+        let fields = AppStoreFields(event.fields)
+        if var known = observed[event.transactionId] {
+            known.fields = fields
+            if known.cancellationSeen == nil, fields.cancellationDate != nil { known.cancellationSeen = at }
+            if event.status == 21006 { known.reportExpiry(at: event.answeredAt) }
+            observed[event.transactionId] = known
+            return
+        }
+        let post = openPost
+        post.map { posts[$0].firstObserved.append(event.transactionId) }
+        var new = Observed(transactionId: event.transactionId, environment: event.environment, fields: fields, first: at,
+                           deviceId: event.deviceId, cancellationSeen: fields.cancellationDate != nil ? at : nil, post: post)
+        if event.status == 21006 { new.reportExpiry(at: event.answeredAt) }
+        record(new)
+    }
+
+    mutating func observe(_ event: RenewalInfoObserved, at: Recorded) {
+        renewalInfo[event.originalTransactionId] = AppStoreFields(event.fields)
+    }
+
+    mutating func upcast(_ event: PurchaseRecorded, at: Recorded) {
+        var fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, event.expiresDate)
+        fields["quantity"] = String(event.quantity)
+        record(Observed(
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            deviceId: event.deviceId, legacy: Legacy(verdict: .purchase, pointsAt: nil, productType: event.productType,
+                                                     price: event.price, currency: event.currency), post: nil
+        ))
+    }
+
+    mutating func upcast(_ event: SubscriptionRenewed, at: Recorded) {
+        let fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, event.expiresDate)
+        record(Observed(
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            deviceId: nil, legacy: Legacy(verdict: .renewal, pointsAt: nil, productType: .autoRenewable,
+                                          price: event.price, currency: event.currency), post: nil
+        ))
+    }
+
+    mutating func upcast(_ event: PurchaseRestored, at: Recorded) {
+        // Version 1 kept the original it pointed the restore at, not Apple's original_transaction_id.
+        let fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, nil)
+        record(Observed(
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            deviceId: event.deviceId, legacy: Legacy(verdict: .restore, pointsAt: event.originalTransactionId, productType: nil,
+                                                     price: nil, currency: nil), post: nil
+        ))
+    }
+
+    mutating func revoke(_ event: PurchaseRevoked, at: Recorded) {
+        guard revocations[event.transactionId] == nil else { return }
+        revocations[event.transactionId] = Revocation(revokedAt: event.revokedAt, reason: event.reason, at: at)
+    }
+
+    mutating func reportExpiry(_ event: SubscriptionExpiryReported) {
+        observed[event.transactionId]?.reportExpiry(at: event.reportedAt)
+    }
+
+    private mutating func record(_ observation: Observed) {
+        guard observed[observation.transactionId] == nil else { return }
+        observed[observation.transactionId] = observation
+        order.append(observation.transactionId)
+    }
+
+    private static func fields(_ id: String, _ original: String, _ product: String, _ purchased: Date, _ expires: Date?) -> [String: String] {
+        var fields = ["transaction_id": id, "original_transaction_id": original, "product_id": product,
+                      "purchase_date_ms": String(purchased.milliseconds)]
+        if let expires { fields["expires_date_ms"] = String(expires.milliseconds) }
+        return fields
+    }
+}
+
+extension TransactionFacts.Observed {
+    /// The first 21006 answer counts: later ones say the same of a period already over.
+    mutating func reportExpiry(at instant: Date) {
+        if let earlier = expiryReportedAt, earlier <= instant { return }
+        expiryReportedAt = instant
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Keeps every receipt a device posted and every answer the App Store gave, as they were sent
+/// (`ledger.receipts`, `ledger.receipt_answers`, append-only, content-addressed).
+///
+/// Written before the facts drawn from them are appended, so a fact never names a document that
+/// is not kept; a crash in between leaves a document no fact names yet, which the same post
+/// later simply reuses.
+public struct ReceiptArchive: Sendable {
+    /// One verified post: the receipt as posted and the App Store's answer to it.
+    public struct Document: Sendable {
+        public let app: String
+        public let receiptHash: String
+        public let receiptData: String
+        public let answerHash: String
+        public let environment: String
+        public let status: Int
+        public let answeredAt: Date
+        /// The answer as JSON.
+        public let answer: Data
+
+        public init(app: String, receiptHash: String, receiptData: String, answerHash: String, environment: String,
+                    status: Int, answeredAt: Date, answer: Data) {
+            self.app = app
+            self.receiptHash = receiptHash
+            self.receiptData = receiptData
+            self.answerHash = answerHash
+            self.environment = environment
+            self.status = status
+            self.answeredAt = answeredAt
+            self.answer = answer
+        }
+    }
+
+    /// A kept answer, for support and for fixes that re-read fields.
+    public struct KeptAnswer: Sendable, Hashable {
+        public let answerHash: String
+        public let environment: String
+        public let status: Int
+        public let answeredAt: Date
+        public let answer: String
+    }
+
+    let client: PostgresClient
+    let logger: Logger
+
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Stores the receipt and the answer unless they are already kept. One statement: both or neither.
+    public func keep(_ document: Document) async throws {
+        let answer = String(decoding: document.answer, as: UTF8.self)
+        try await client.query(
+            """
+            WITH receipt AS (
+                INSERT INTO ledger.receipts (receipt_hash, app, receipt_data)
+                VALUES (\(document.receiptHash), \(document.app), \(document.receiptData))
+                ON CONFLICT (receipt_hash) DO NOTHING
+            )
+            INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer)
+            VALUES (\(document.answerHash), \(document.receiptHash), \(document.environment), \(document.status),
+                    \(document.answeredAt), \(answer)::jsonb)
+            ON CONFLICT (answer_hash) DO NOTHING
+            """,
+            logger: logger
+        )
+    }
+
+    /// Every answer kept for a receipt, oldest first.
+    public func answers(toReceipt receiptHash: String) async throws -> [KeptAnswer] {
+        let rows = try await client.query(
+            """
+            SELECT answer_hash, environment, status, answered_at, answer::text FROM ledger.receipt_answers
+            WHERE receipt_hash = \(receiptHash) ORDER BY answered_at, answer_hash
+            """,
+            logger: logger
+        )
+        var answers: [KeptAnswer] = []
+        for try await (hash, environment, status, answeredAt, answer) in rows.decode((String, String, Int, Date, String).self) {
+            answers.append(KeptAnswer(answerHash: hash, environment: environment, status: status, answeredAt: answeredAt, answer: answer))
+        }
+        return answers
+    }
+
+    /// The receipt as posted, if kept.
+    public func receipt(_ receiptHash: String) async throws -> String? {
+        let rows = try await client.query(
+            "SELECT receipt_data FROM ledger.receipts WHERE receipt_hash = \(receiptHash)", logger: logger
+        )
+        for try await data in rows.decode(String.self) { return data }
+        return nil
+    }
+}
