@@ -46,8 +46,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         while true {
             attempt += 1
             let catalog = try await reader.catalog(app: bundleID)
-            // Decisions read classified transactions: classified with the catalog's history.
-            var state = try await reader.state(of: stream).classified(by: catalog)
+            // Decisions read transactions judged with the catalog's history.
+            var state = try await reader.state(of: stream, catalog: catalog)
             let (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
@@ -77,7 +77,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 if metRecordedEvents {
                     // Another writer recorded some of these facts after our read: the answer names
                     // their positions, so the state it gives must include them.
-                    state = try await reader.state(of: stream).classified(by: catalog)
+                    state = try await reader.state(of: stream, catalog: catalog)
                 }
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {

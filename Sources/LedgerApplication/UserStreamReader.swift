@@ -14,14 +14,17 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         self.store = store
     }
 
-    /// The user's stream folded to its end, or up to log `position` for answers about the past.
+    /// The user's stream folded to its end, or up to log `position` for answers about the past,
+    /// its transactions judged with the app's catalog as of the same position.
     public func state(app bundleID: String, user userID: String, upToPosition position: Int64 = .max) async throws -> UserLedger {
-        try await state(of: StreamID.user(app: bundleID, user: userID), upToPosition: position)
+        let catalog = try await catalog(app: bundleID, upToPosition: position)
+        return try await state(of: StreamID.user(app: bundleID, user: userID), upToPosition: position, catalog: catalog)
     }
 
-    /// A user stream folded to its end, or up to log `position`.
-    public func state(of stream: StreamID, upToPosition position: Int64 = .max) async throws -> UserLedger {
-        try UserLedger(folding: try await readWhole(stream).filter { $0.position <= position })
+    /// A user stream folded to its end, or up to log `position`, judged with `catalog` (which the
+    /// caller read up to the same position).
+    public func state(of stream: StreamID, upToPosition position: Int64 = .max, catalog: ProductCatalog) async throws -> UserLedger {
+        try UserLedger(folding: try await readWhole(stream).filter { $0.position <= position }, catalog: catalog)
     }
 
     /// The app's catalog, or as of log `position` for replays and answers about the past.
@@ -51,7 +54,8 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     public func asOf(app bundleID: String, user userID: String, recordedBy instant: Date) async throws -> (UserLedger, ProductCatalog) {
         let user = try await readWhole(StreamID.user(app: bundleID, user: userID)).filter { $0.recordedAt <= instant }
         let catalog = try await readWhole(StreamID.catalog(app: bundleID)).filter { $0.recordedAt <= instant }
-        return (try UserLedger(folding: user), try ProductCatalog(folding: catalog))
+        let products = try ProductCatalog(folding: catalog)
+        return (try UserLedger(folding: user, catalog: products), products)
     }
 
     /// Every event of a stream, in version order.

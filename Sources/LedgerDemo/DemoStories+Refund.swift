@@ -14,7 +14,7 @@ extension DemoStories {
         try await story.simulator("cancel", "Apple support refunds transaction \(transaction)", .POST,
                                   "/admin/transactions/\(transaction)/cancel", ["reason": 1])
         let receipt = try await story.freshReceipt("receipt", "The app's server fetches the user's current receipt")
-        try await story.ingest("ingest-refund", "Posted: the cancellation is recorded as a revocation", receipt: receipt, device: "phone")
+        try await story.ingest("ingest-refund", "Posted: the cancellation is recorded; the fold reads it as a refund", receipt: receipt, device: "phone")
         let at = try await story.simulatorNow()
         try await story.ledger("entitlements", "No-ads is no longer owned", .GET, "\(story.userPath)/entitlements?minPosition=\(story.position)&at=\(at)")
         try await story.audit("audit", "Finance sees the purchase (revoked) and the refund", product: Product.noAds) { rows in

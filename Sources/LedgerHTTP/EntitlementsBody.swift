@@ -50,8 +50,8 @@ public struct EntitlementsBody: Encodable, Sendable {
         consumables = entitlements.consumables.map { Consumable(productId: $0.productId, balance: Int64($0.balance)) }
     }
 
-    /// After a command: the user's stream as the command left it, classified by the catalog.
+    /// After a command: the user's stream as the command left it (judged with `catalog`).
     init(userId: String, position: Int64, state: UserLedger, catalog: ProductCatalog, at instant: Date = Date()) {
-        self.init(userId: userId, position: position, state.classified(by: catalog).entitlements(catalog: catalog, at: instant))
+        self.init(userId: userId, position: position, state.entitlements(catalog: catalog, at: instant))
     }
 }

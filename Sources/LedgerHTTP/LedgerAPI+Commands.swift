@@ -95,7 +95,7 @@ extension LedgerAPI {
         return try await idempotent(request, context, app: app, body: raw) {
             let outcome = try await execute(app: app, user: user, context) { state, catalog in
                 guard state.version > 0 else { throw APIError.unknownUser(user) }
-                let (events, periods) = UserDecisions.restoreNonRenewing(toDevice: device, catalog: catalog, on: state.classified(by: catalog))
+                let (events, periods) = UserDecisions.restoreNonRenewing(toDevice: device, catalog: catalog, on: state)
                 let fresh = events.compactMap { event -> [String]? in
                     if case .subscriptionRestoredToDevice(let restored) = event.event { return restored.transactionIds }
                     return nil
@@ -128,7 +128,7 @@ extension LedgerAPI {
     func owner(of transactionID: String, app: String) async throws -> String {
         var keys: [DeduplicationKey] = []
         for environment in StoreEnvironment.allCases {
-            for kind in [DeduplicationKey.AppStoreKind.payment, .renewal, .restore] {
+            for kind in DeduplicationKey.AppStoreKind.claims {
                 if let key = try? DeduplicationKey.appStoreTransaction(app: app, environment: environment, kind: kind, transactionID: transactionID) {
                     keys.append(key)
                 }

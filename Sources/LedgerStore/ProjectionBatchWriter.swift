@@ -62,13 +62,13 @@ struct ProjectionBatchWriter: Sendable {
             }
             let state: UserLedger
             do {
-                state = try await reader.state(app: user.app, user: user.user, upToPosition: last)
+                state = try await reader.state(of: StreamID.user(app: user.app, user: user.user), upToPosition: last, catalog: catalog)
             } catch let error as UnknownEventType {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             } catch let error as DecodingError {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             }
-            rows.append((user, projection.columnValues(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog)))
+            rows.append((user, projection.columnValues(app: user.app, user: user.user, state: state, catalog: catalog)))
         }
         return rows
     }

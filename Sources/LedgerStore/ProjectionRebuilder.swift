@@ -70,11 +70,18 @@ public struct ProjectionRebuilder: Sendable {
         mutating func apply(_ decoded: Decoded) {
             switch decoded {
             case .user(let user, let event, let version, let context):
-                users[user, default: UserLedger()].apply(event, version: version, context: context)
+                users[user, default: UserLedger()].gather(event, version: version, context: context)
             case .catalog(let app, let definition, let position):
                 catalogs[app, default: ProductCatalog()].apply(definition, position: position)
             case .other:
                 break
+            }
+        }
+
+        /// Judges every user's transactions once, with their app's catalog and its history.
+        mutating func classify() {
+            for (user, state) in users {
+                users[user] = state.classified(by: catalogs[user.app] ?? ProductCatalog())
             }
         }
     }
@@ -100,6 +107,7 @@ public struct ProjectionRebuilder: Sendable {
             progress(Progress(position: fold.position, head: max(head, fold.position), events: fold.events, elapsed: .now - started))
             page = try await next
         }
+        fold.classify()
         return fold
     }
 
@@ -164,8 +172,8 @@ public struct ProjectionRebuilder: Sendable {
                 ) { writer in
                     var buffer = ByteBuffer()
                     for (user, state) in fold.users {
-                        let catalog = fold.catalogs[user.app] ?? ProductCatalog()
-                        for row in projection.columnValues(app: user.app, user: user.user, state: state.classified(by: catalog), catalog: catalog) {
+                        for row in projection.columnValues(app: user.app, user: user.user, state: state,
+                                                           catalog: fold.catalogs[user.app] ?? ProductCatalog()) {
                             buffer.writeString(CopyText.line([user.app, user.user] + row))
                         }
                         if buffer.readableBytes > 1 << 18 {

@@ -60,14 +60,14 @@ struct Query: AsyncParsableCommand {
                     return try await reader.asOf(app: app, user: user, recordedBy: asOf)
                 }
                 let position = atPosition ?? .max
-                return (try await reader.state(app: app, user: user, upToPosition: position),
-                        try await reader.catalog(app: app, upToPosition: position))
+                let catalog = try await reader.catalog(app: app, upToPosition: position)
+                return (try await reader.state(of: StreamID.user(app: app, user: user), upToPosition: position, catalog: catalog), catalog)
             }
             guard state.version > 0 else {
                 let when = asOf.map { " by \(LedgerJSON.formatTimestamp($0))" } ?? atPosition.map { " up to position \($0)" } ?? ""
                 throw CommandFailure(message: "user '\(user)' has no events in app '\(app)'\(when): check --app and --user")
             }
-            return (state.classified(by: catalog), catalog, instant)
+            return (state, catalog, instant)
         }
     }
 

@@ -19,7 +19,7 @@ import Testing
 
     @Test func aConsumableIsBoughtPartlyUsedAndAnOverdrawIsRefusedWithTheBalance() async throws {
         let result = try await withStories { try await $0.consumable() }
-        #expect(kinds(result["ingest"]) == ["device", "purchase"])
+        #expect(kinds(result["ingest"]) == ["receipt", "purchase"])
         #expect(result["consume"]?.answer["balance"]?.int == 2)
         let overdraw = try #require(result["overdraw"])
         #expect(overdraw.status == 409)
@@ -39,8 +39,8 @@ import Testing
         #expect(again["originalTransactionId"]?.string == original)
         #expect(again["transactionId"]?.string != original)
 
-        #expect(kinds(result["ingest"]) == ["device", "purchase"])
-        #expect(kinds(result["ingest-again"]) == ["restore"])
+        #expect(kinds(result["ingest"]) == ["receipt", "purchase"])
+        #expect(kinds(result["ingest-again"]) == ["receipt", "restore"])
         let duplicates = (result["ingest-again"]?.answer["duplicates"]?.array ?? []).compactMap { $0["transactionId"]?.string }
         #expect(duplicates == [original])
 
@@ -82,7 +82,7 @@ import Testing
         let ownedBefore = (result["ingest"]?.answer["entitlements"]?["owned"]?.array ?? []).compactMap { $0["productId"]?.string }
         #expect(ownedBefore == [DemoStories.Product.noAds])
 
-        let revocations = (result["ingest-refund"]?.answer["recorded"]?.array ?? []).filter { $0["kind"]?.string == "revocation" }
+        let revocations = (result["ingest-refund"]?.answer["recorded"]?.array ?? []).filter { $0["kind"]?.string == "refund" }
         #expect(revocations.map { $0["transactionId"]?.string } == [transaction])
         #expect(result["entitlements"]?.answer["owned"]?.array.isEmpty == true)
         #expect(result.entitlements["owned"]?.array.isEmpty == true)
@@ -94,13 +94,15 @@ import Testing
 
     @Test func anAutoRenewableRenewsOnTheSandboxClockThenLapsesAfterTheLastRenewal() async throws {
         let result = try await withStories { try await $0.autoRenewable() }
-        #expect(kinds(result["ingest"]) == ["device", "purchase"])
-        #expect(kinds(result["ingest-renewal"]) == ["renewal"])
+        // Each post is recorded with what it brought: the purchase with Apple's renewal info, then the renewals.
+        #expect(kinds(result["ingest"]) == ["receipt", "purchase", "renewal_info"])
+        #expect(kinds(result["ingest-renewal"]) == ["receipt", "renewal"])
         let active = try #require(result["active"]?.answer["subscriptions"]?[0])
         #expect(active["active"]?.bool == true)
 
         // The sandbox renews 6 times; the first was recorded already.
-        #expect(kinds(result["ingest-lapsed"]) == Array(repeating: "renewal", count: 5))
+        // The receipt after the last renewal also says auto-renew ended.
+        #expect(kinds(result["ingest-lapsed"]) == ["receipt"] + Array(repeating: "renewal", count: 5) + ["renewal_info"])
         let lapsed = try #require(result["lapsed"]?.answer["subscriptions"]?[0])
         #expect(lapsed["active"]?.bool == false)
         #expect(lapsed["activeUntil"] == nil || lapsed["activeUntil"] == .null)

@@ -135,7 +135,7 @@ import Testing
                     #expect(answer.status == 200, "\(answer.text)")
                     lastPosition = max(lastPosition, answer.json["position"] as? Int ?? 0)
                 }
-                let purchases = try await client.query("SELECT count(*), count(DISTINCT dedup_key) FROM ledger.events WHERE event_type = 'PurchaseRecorded.v1'")
+                let purchases = try await client.query("SELECT count(*), count(DISTINCT dedup_key) FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1'")
                 for try await (count, distinct) in purchases.decode((Int64, Int64).self) {
                     #expect(count == Int64(receipts.count) && distinct == count)
                 }

@@ -36,7 +36,8 @@ struct AuditQueriesTests {
         }
     }
 
-    /// App A: priced purchases in two currencies, a refund, a sandbox purchase, a renewal, and two
+    /// App A: priced purchases in two currencies, a refund, a sandbox purchase, a renewal priced by
+    /// the catalog, and two
     /// products the catalog does not know (one bought on a device whose id needs CSV quoting).
     /// App B: one purchase by a user with the same id as one of A's.
     static func seed(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
@@ -45,7 +46,9 @@ struct AuditQueriesTests {
             try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
         }
         try await handler.defineProduct(try Product(productId: "levels", type: .nonConsumable), app: appA)
-        try await handler.defineProduct(try Product(productId: "gold.month", type: .autoRenewable, duration: ISODuration(parsing: "P1M")), app: appA)
+        // The renewal t8 is priced from the catalog: the device reports the price of what it bought, not of renewals.
+        try await handler.defineProduct(try Product(productId: "gold.month", type: .autoRenewable, duration: ISODuration(parsing: "P1M"),
+                                                    prices: ["USD": "2.99"]), app: appA)
 
         try await record(handler, app: appA, user: "u1", purchase("t1", "coins", quantity: 3, at: "2026-01-01T10:00:00Z"), price: "0.99", currency: "USD")
         try await record(handler, app: appA, user: "u1", purchase("t2", "levels", at: "2026-01-02T10:00:00Z"), price: "4.99", currency: "USD")
@@ -295,16 +298,20 @@ struct AuditQueriesTests {
             try await queries.forEachEvent(app: Self.appA, filter: Self.everything, pageSize: 3) { csv += AuditCSV.line($0) }
             let records = try CSVReader.parse(csv)
             #expect(records.count == 10)
-            #expect(records.allSatisfy { $0.count == 18 })
+            #expect(records.allSatisfy { $0.count == 21 })
             let header = records[0]
             let odd = try #require(records.dropFirst().first { $0[header.firstIndex(of: "transaction_id")!] == "t6" })
             #expect(odd[header.firstIndex(of: "device_id")!] == Self.oddDevice)
             #expect(odd[header.firstIndex(of: "product_id")!] == Self.oddProduct)
             #expect(odd[header.firstIndex(of: "price")!] == "")
+            #expect(odd[header.firstIndex(of: "price_source")!] == "none")
             let t1 = try #require(records.dropFirst().first { $0[header.firstIndex(of: "transaction_id")!] == "t1" })
             #expect(t1[header.firstIndex(of: "amount")!] == "2.97")
             #expect(t1[header.firstIndex(of: "occurred_at")!] == "2026-01-01T10:00:00.000Z")
             #expect(t1[header.firstIndex(of: "revoked")!] == "false")
+            #expect(t1[header.firstIndex(of: "price_source")!] == "device" && t1[header.firstIndex(of: "offer")!] == "none")
+            let renewal = try #require(records.dropFirst().first { $0[header.firstIndex(of: "transaction_id")!] == "t8" })
+            #expect(renewal[header.firstIndex(of: "price_source")!] == "catalog" && renewal[header.firstIndex(of: "price")!] == "2.99")
             // Only the quoted fields hold bare line breaks; every record ends in CRLF.
             #expect(csv.hasSuffix("\r\n"))
             #expect(csv.contains("\"ipad, \"\"pro\"\"\r\nline 2\nline 3\""))

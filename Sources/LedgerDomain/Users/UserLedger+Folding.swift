@@ -1,12 +1,14 @@
 /// Folding stored events: the one place a stream's recorded events become state.
 extension UserLedger {
-    /// A user's stream folded from its recorded events, in version order.
-    public init(folding events: some Sequence<RecordedEvent>) throws {
+    /// A user's stream folded from its recorded events, in version order, its transactions judged
+    /// once at the end with `catalog` (the app's catalog, with its history).
+    public init(folding events: some Sequence<RecordedEvent>, catalog: ProductCatalog) throws {
         self.init()
         for event in events {
-            try apply(UserEvent(type: event.type, data: event.data), version: event.streamVersion,
-                      context: Context(position: event.position, recordedAt: event.recordedAt))
+            try gather(UserEvent(type: event.type, data: event.data), version: event.streamVersion,
+                       context: Context(position: event.position, recordedAt: event.recordedAt))
         }
+        self = classified(by: catalog)
     }
 }
 

@@ -28,14 +28,14 @@ public struct UserLedger: Hashable, Sendable {
         }
 
         /// How a transaction was offered.
-        public enum Offer: String, Hashable, Sendable {
+        public enum Offer: String, Hashable, Sendable, Codable {
             case none
             case freeTrial = "free_trial"
             case introOffer = "intro_offer"
         }
 
         /// Where a money row's amount comes from.
-        public enum PriceSource: String, Hashable, Sendable {
+        public enum PriceSource: String, Hashable, Sendable, Codable {
             /// What the device reported for the purchase it posted.
             case device
             /// The catalog's price in force when the fact was recorded.
@@ -152,7 +152,15 @@ public struct UserLedger: Hashable, Sendable {
 
     public init() {}
 
+    /// Folds one event and judges the transactions again: the state is ready for decisions.
     public mutating func apply(_ event: UserEvent, version: Int64, context: Context? = nil) {
+        gather(event, version: version, context: context)
+        classify()
+    }
+
+    /// Folds one event without judging: `transactions` and `deliveries` stay as they were until
+    /// `classified(by:)`. For folds of whole streams, which judge once at the end.
+    public mutating func gather(_ event: UserEvent, version: Int64, context: Context? = nil) {
         self.version = version
         let position = context?.position ?? 0
         lastPosition = max(lastPosition, position)
@@ -203,7 +211,6 @@ public struct UserLedger: Hashable, Sendable {
                                                   position: position, recordedAt: recordedAt))
             }
         }
-        classify()
     }
 
     /// The same state with its transactions judged with `catalog` (the app's catalog, with its

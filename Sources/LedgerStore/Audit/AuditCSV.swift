@@ -10,7 +10,7 @@ public enum AuditCSV {
     public static let header = line([
         "position", "occurred_at", "recorded_at", "environment", "user_id", "device_id", "event", "transaction_id",
         "original_transaction_id", "product_id", "product_type", "quantity", "price", "currency", "amount",
-        "purchase_date", "expires_date", "revoked",
+        "price_source", "catalog_price", "offer", "purchase_date", "expires_date", "revoked",
     ])
 
     public static func line(_ row: AuditRow) -> String {
@@ -18,7 +18,7 @@ public enum AuditCSV {
             String(row.position), LedgerJSON.formatTimestamp(row.occurredAt), row.recordedAt.map(LedgerJSON.formatTimestamp),
             row.environment.rawValue, row.userId, row.deviceId, row.event.rawValue, row.transactionId,
             row.originalTransactionId, row.productId, row.productType.rawValue, String(row.quantity), row.price, row.currency,
-            row.amount, LedgerJSON.formatTimestamp(row.purchaseDate), row.expiresDate.map(LedgerJSON.formatTimestamp),
+            row.amount, row.priceSource.rawValue, row.catalogPrice, row.offer.rawValue, LedgerJSON.formatTimestamp(row.purchaseDate), row.expiresDate.map(LedgerJSON.formatTimestamp),
             row.revoked ? "true" : "false",
         ])
     }

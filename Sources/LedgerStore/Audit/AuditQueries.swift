@@ -35,7 +35,7 @@ public struct AuditQueries: Sendable {
         let query: PostgresQuery = """
             SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
                    original_transaction_id, product_id, product_type, quantity, price::text, currency,
-                   (price * quantity)::text, purchase_date, expires_date, revoked
+                   (price * quantity)::text, price_source, catalog_price::text, offer, purchase_date, expires_date, revoked
             FROM ledger.audit_trail
             WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))\(conditionsOf: filter)
             ORDER BY position, event
@@ -75,18 +75,21 @@ public struct AuditQueries: Sendable {
 
     static func auditRow(_ row: PostgresRow) throws -> AuditRow {
         let (position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId,
-             productId, productType, quantity, price, currency, amount, purchaseDate, expiresDate, revoked) = try row.decode(
+             productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer, purchaseDate, expiresDate,
+             revoked) = try row.decode(
             (Int64, Date, Date?, String, String, String?, String, String, String, String, String, Int, String?, String?,
-             String?, Date, Date?, Bool).self
+             String?, String, String?, String, Date, Date?, Bool).self
         )
-        guard let environmentValue = StoreEnvironment(rawValue: environment), let eventValue = AuditEventKind(rawValue: event) else {
-            throw StoreError.integrity("audit_trail row at position \(position) has environment '\(environment)' and event '\(event)', which this ledger does not know")
+        guard let environmentValue = StoreEnvironment(rawValue: environment), let eventValue = AuditEventKind(rawValue: event),
+              let source = UserLedger.Transaction.PriceSource(rawValue: priceSource), let offerValue = UserLedger.Transaction.Offer(rawValue: offer)
+        else {
+            throw StoreError.integrity("audit_trail row at position \(position) has environment '\(environment)', event '\(event)', price source '\(priceSource)' and offer '\(offer)', which this ledger does not know")
         }
         return AuditRow(
             position: position, occurredAt: occurredAt, recordedAt: recordedAt, environment: environmentValue, userId: userId,
             deviceId: deviceId, event: eventValue, transactionId: transactionId, originalTransactionId: originalTransactionId,
             productId: productId, productType: ProductType(rawValue: productType) ?? .unknown, quantity: quantity, price: price,
-            currency: currency, amount: amount, purchaseDate: purchaseDate, expiresDate: expiresDate, revoked: revoked
+            currency: currency, amount: amount, priceSource: source, catalogPrice: catalogPrice, offer: offerValue, purchaseDate: purchaseDate, expiresDate: expiresDate, revoked: revoked
         )
     }
 

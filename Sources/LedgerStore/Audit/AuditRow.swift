@@ -22,11 +22,17 @@ public struct AuditRow: Sendable, Hashable {
     public let productId: String
     public let productType: ProductType
     public let quantity: Int
-    /// Price per unit as decimal text, nil when the device did not report one.
+    /// Price per unit as decimal text, nil when no source knows it (unpriced).
     public let price: String?
     public let currency: String?
     /// `price × quantity` as decimal text; nil when the price is unknown.
     public let amount: String?
+    /// Where `price` comes from: device, catalog, trial or none.
+    public let priceSource: UserLedger.Transaction.PriceSource
+    /// The catalog's price when the device reported a different one: the row keeps the device's, flagged by this.
+    public let catalogPrice: String?
+    /// How it was offered: none, free_trial or intro_offer.
+    public let offer: UserLedger.Transaction.Offer
     public let purchaseDate: Date
     public let expiresDate: Date?
     /// The transaction has been refunded or revoked (on its purchase row as on its refund row).
@@ -35,8 +41,9 @@ public struct AuditRow: Sendable, Hashable {
     public init(
         position: Int64, occurredAt: Date, recordedAt: Date?, environment: StoreEnvironment, userId: String,
         deviceId: String?, event: AuditEventKind, transactionId: String, originalTransactionId: String, productId: String,
-        productType: ProductType, quantity: Int, price: String?, currency: String?, amount: String?, purchaseDate: Date,
-        expiresDate: Date?, revoked: Bool
+        productType: ProductType, quantity: Int, price: String?, currency: String?, amount: String?,
+        priceSource: UserLedger.Transaction.PriceSource, catalogPrice: String?, offer: UserLedger.Transaction.Offer,
+        purchaseDate: Date, expiresDate: Date?, revoked: Bool
     ) {
         self.position = position
         self.occurredAt = occurredAt
@@ -53,6 +60,9 @@ public struct AuditRow: Sendable, Hashable {
         self.price = price
         self.currency = currency
         self.amount = amount
+        self.priceSource = priceSource
+        self.catalogPrice = catalogPrice
+        self.offer = offer
         self.purchaseDate = purchaseDate
         self.expiresDate = expiresDate
         self.revoked = revoked
@@ -62,7 +72,8 @@ public struct AuditRow: Sendable, Hashable {
 extension AuditRow: Codable {
     enum CodingKeys: String, CodingKey {
         case position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId
-        case productId, productType, quantity, price, currency, amount, purchaseDate, expiresDate, revoked
+        case productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer
+        case purchaseDate, expiresDate, revoked
     }
 
     public init(from decoder: any Decoder) throws {
@@ -96,6 +107,9 @@ extension AuditRow: Codable {
             price: try container.decodeIfPresent(String.self, forKey: .price),
             currency: try container.decodeIfPresent(String.self, forKey: .currency),
             amount: try container.decodeIfPresent(String.self, forKey: .amount),
+            priceSource: try container.decode(UserLedger.Transaction.PriceSource.self, forKey: .priceSource),
+            catalogPrice: try container.decodeIfPresent(String.self, forKey: .catalogPrice),
+            offer: try container.decode(UserLedger.Transaction.Offer.self, forKey: .offer),
             purchaseDate: try required(.purchaseDate),
             expiresDate: try time(.expiresDate),
             revoked: try container.decode(Bool.self, forKey: .revoked)
@@ -119,6 +133,9 @@ extension AuditRow: Codable {
         try container.encode(price, forKey: .price)
         try container.encode(currency, forKey: .currency)
         try container.encode(amount, forKey: .amount)
+        try container.encode(priceSource, forKey: .priceSource)
+        try container.encode(catalogPrice, forKey: .catalogPrice)
+        try container.encode(offer, forKey: .offer)
         try container.encode(LedgerJSON.formatTimestamp(purchaseDate), forKey: .purchaseDate)
         try container.encode(expiresDate.map(LedgerJSON.formatTimestamp), forKey: .expiresDate)
         try container.encode(revoked, forKey: .revoked)
