@@ -6,7 +6,14 @@ import LedgerDomain
 /// The simulator's admin API: what App Store Connect, a test device and Apple support would do.
 extension AppStoreSimulator {
     struct AppBody: Decodable { var sharedSecret: String? }
-    struct ProductBody: Decodable { var type: ProductType; var duration: SubscriptionDuration? }
+    struct ProductBody: Decodable {
+        var type: ProductType
+        var duration: SubscriptionDuration?
+        var group: String?
+        var level: Int?
+        var familyShareable: Bool?
+        var introOffer: IntroOffer?
+    }
     struct UserBody: Decodable { var userId: String? }
     struct PurchaseBody: Decodable { var userId: String; var bundleId: String; var productId: String; var quantity: Int? }
     struct RestoreBody: Decodable { var userId: String; var bundleId: String }
@@ -17,7 +24,10 @@ extension AppStoreSimulator {
     struct UserView: Encodable { var userId: String }
     struct ClockView: Encodable { var now: Date; var nowMs: Int64; var offsetSeconds: Double; var environment: StoreEnvironment }
     struct PurchaseView: Encodable {
+        /// The new transaction; for a change of plan that waits for the next renewal, the current period's.
         var transaction: SimulatorTransaction
+        /// Set when the purchase changed the plan of a subscription in the product's group.
+        var change: SimulatorPlanChange?
         /// An iOS 7 style app receipt with every transaction of the user in the app.
         var receipt: String
         /// An iOS 6 style receipt of this transaction alone.
@@ -52,7 +62,10 @@ extension AppStoreSimulator {
             }
             let product = try await store.putProduct(
                 bundleId: bundleId,
-                SimulatedProduct(productId: productId, type: body.type, duration: body.duration)
+                SimulatedProduct(
+                    productId: productId, type: body.type, duration: body.duration, group: body.group, level: body.level,
+                    familyShareable: body.familyShareable ?? false, introOffer: body.introOffer
+                )
             )
             return try Self.json(product)
         }
@@ -74,14 +87,15 @@ extension AppStoreSimulator {
             guard let body = try await Self.decode(PurchaseBody.self, request, context) else {
                 throw SimulatorError.badRequest("send {\"userId\", \"bundleId\", \"productId\", \"quantity\"?}")
             }
-            let transaction = try await store.purchase(
+            let purchase = try await store.purchase(
                 userId: body.userId, bundleId: body.bundleId, productId: body.productId, quantity: body.quantity ?? 1
             )
             let receipt = signer.issue(try await store.appReceiptPayload(userId: body.userId, bundleId: body.bundleId))
-            let transactionReceipt = signer.issue(await store.transactionReceiptPayload(transaction))
+            let transactionReceipt = signer.issue(await store.transactionReceiptPayload(purchase.transaction))
+            // 202 when nothing was bought yet: a downgrade or crossgrade waits for the next renewal.
             return try Self.json(
-                PurchaseView(transaction: transaction, receipt: receipt, transactionReceipt: transactionReceipt),
-                status: .created
+                PurchaseView(transaction: purchase.transaction, change: purchase.change, receipt: receipt, transactionReceipt: transactionReceipt),
+                status: purchase.createdTransaction ? .created : .accepted
             )
         }
         admin.post("restores") { request, context -> Response in
@@ -97,8 +111,9 @@ extension AppStoreSimulator {
             let transaction = try await store.cancel(
                 transactionId: try context.parameters.require("transactionId"), reason: body.reason ?? 0
             )
-            return try Self.json(transaction)
+            return try Self.json(RefundView(transaction: transaction))
         }
+        addSubscriptionAdminRoutes(to: admin)
         admin.get("clock") { _, _ -> Response in
             try Self.json(await Self.clockView(store))
         }

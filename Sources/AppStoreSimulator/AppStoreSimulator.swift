@@ -10,19 +10,26 @@ import ServiceLifecycle
 ///
 /// It sells products of the catalog's types to test users, issues signed receipts (both the iOS 7
 /// app receipt and the old per-transaction receipt), renews auto-renewables on its own clock (the
-/// sandbox's accelerated schedule, stopping after six renewals), lets support cancel transactions,
-/// and answers the statuses the real service does: 21000, 21002, 21003 (not signed by this
-/// simulator, or changed), 21004 (shared secret), 21006, 21007/21008 (the other environment's
-/// receipt) and, on request, 21005 or slowness. Everything is in memory and lost at exit.
+/// sandbox's accelerated schedule, stopping after six renewals), changes plans within subscription
+/// groups, gives intro offers, shares purchases with a family, fails billing on request, lets
+/// support cancel transactions, and answers the statuses the real service does: 21000, 21002,
+/// 21003 (not signed by this simulator, or changed), 21004 (shared secret), 21006, 21007/21008 (the
+/// other environment's receipt) and, on request, 21005 or slowness. Everything is in memory and
+/// lost at exit.
 ///
 /// Routes (JSON):
 /// - `POST /verifyReceipt` — the App Store protocol.
 /// - `PUT /admin/apps/{bundleId}` `{"sharedSecret"}`; `GET /admin/apps/{bundleId}`.
-/// - `PUT /admin/apps/{bundleId}/products/{productId}` `{"type", "duration"?}`; `GET /admin/apps/{bundleId}/products`.
-/// - `POST /admin/users` `{"userId"?}`.
-/// - `POST /admin/purchases` `{"userId", "bundleId", "productId", "quantity"?}` → transaction and receipts.
+/// - `PUT /admin/apps/{bundleId}/products/{productId}` `{"type", "duration"?, "group"?, "level"?,
+///   "familyShareable"?, "introOffer"?: {"kind", "periods"}}`; `GET /admin/apps/{bundleId}/products`.
+/// - `POST /admin/users` `{"userId"?}`; `POST /admin/family` `{"organizerUserId", "memberUserId"}`.
+/// - `POST /admin/purchases` `{"userId", "bundleId", "productId", "quantity"?}` → transaction, plan
+///   change and receipts (202 when a downgrade waits for the next renewal).
 /// - `POST /admin/restores` `{"userId", "bundleId"}`.
-/// - `POST /admin/transactions/{transactionId}/cancel` `{"reason"?}` — support refunds it.
+/// - `POST /admin/transactions/{transactionId}/cancel` `{"reason"?}` — a simulated production refund.
+/// - `POST /admin/transactions/{transactionId}/finish` — the app finishes it (consumables leave receipts).
+/// - `GET /admin/subscriptions/{originalTransactionId}`; `POST …/billing` `{"failing", "gracePeriodDays"?}`;
+///   `POST …/auto-renew` `{"enabled"}`.
 /// - `GET /admin/users/{userId}/apps/{bundleId}` — transactions and a fresh app receipt.
 /// - `GET /admin/clock`; `POST /admin/clock/advance` `{"seconds"|"minutes"}`.
 /// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds"}`.

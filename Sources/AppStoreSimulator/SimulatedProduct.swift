@@ -3,18 +3,117 @@ import Foundation
 import LedgerDomain
 
 /// A product the simulator sells: the catalog's product types (not `unknown`) and the durations the
-/// App Store offers.
+/// App Store offers, with what App Store Connect lets an auto-renewable have besides (a group and a
+/// level in it, an introductory offer) and Family Sharing.
 public struct SimulatedProduct: Codable, Hashable, Sendable {
     public let productId: String
     public let type: ProductType
     /// Required for auto-renewables and non-renewing subscriptions, refused for the rest.
     public let duration: SubscriptionDuration?
+    /// Auto-renewables only: the subscription group. A user has one subscription per group at a time,
+    /// and buying another product of the group changes that subscription instead of adding one.
+    /// Without a group the product is a group of its own.
+    public let group: String?
+    /// Auto-renewables only: the level of service within the group, 1 the highest (as App Store
+    /// Connect ranks them); it decides whether a change is an upgrade, a downgrade or a crossgrade.
+    public let level: Int?
+    /// Non-consumables and auto-renewables only: purchases are shared with the buyer's family.
+    public let familyShareable: Bool
+    /// Auto-renewables only: what a user's first subscription in the group starts with.
+    public let introOffer: IntroOffer?
 
-    public init(productId: String, type: ProductType, duration: SubscriptionDuration? = nil) {
+    public init(
+        productId: String,
+        type: ProductType,
+        duration: SubscriptionDuration? = nil,
+        group: String? = nil,
+        level: Int? = nil,
+        familyShareable: Bool = false,
+        introOffer: IntroOffer? = nil
+    ) {
         self.productId = productId
         self.type = type
         self.duration = duration
+        self.group = group
+        self.level = level
+        self.familyShareable = familyShareable
+        self.introOffer = introOffer
     }
+
+    enum CodingKeys: String, CodingKey {
+        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier
+    }
+
+    /// Absent keys are absent features, so the products of earlier simulators still read.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            productId: try container.decode(String.self, forKey: .productId),
+            type: try container.decode(ProductType.self, forKey: .type),
+            duration: try container.decodeIfPresent(SubscriptionDuration.self, forKey: .duration),
+            group: try container.decodeIfPresent(String.self, forKey: .group),
+            level: try container.decodeIfPresent(Int.self, forKey: .level),
+            familyShareable: try container.decodeIfPresent(Bool.self, forKey: .familyShareable) ?? false,
+            introOffer: try container.decodeIfPresent(IntroOffer.self, forKey: .introOffer)
+        )
+    }
+
+    /// Also writes `subscriptionGroupIdentifier`, so that a test can match it against receipts.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(productId, forKey: .productId)
+        try container.encode(type, forKey: .type)
+        try container.encodeIfPresent(duration, forKey: .duration)
+        try container.encodeIfPresent(group, forKey: .group)
+        try container.encodeIfPresent(level, forKey: .level)
+        try container.encode(familyShareable, forKey: .familyShareable)
+        try container.encodeIfPresent(introOffer, forKey: .introOffer)
+        try container.encodeIfPresent(subscriptionGroupIdentifier, forKey: .subscriptionGroupIdentifier)
+    }
+
+    /// The group an auto-renewable subscribes in: its `group`, or itself alone; `nil` for other types.
+    public var subscriptionGroup: String? {
+        type == .autoRenewable ? (group ?? productId) : nil
+    }
+
+    /// The receipt's `subscription_group_identifier`: Apple's are numbers it assigns per group, so
+    /// the simulator derives one from the group's name.
+    public var subscriptionGroupIdentifier: String? {
+        subscriptionGroup.map(Self.groupIdentifier)
+    }
+
+    /// The level used to compare products of one group; a product without one ranks 1.
+    public var serviceLevel: Int { level ?? 1 }
+
+    static func groupIdentifier(_ group: String) -> String {
+        String(20_000_000 + SimulatorResponseRenderer.stableNumber(group) % 10_000_000)
+    }
+}
+
+/// An introductory offer of an auto-renewable, counted in periods of the product's own duration.
+///
+/// As on the App Store, a free trial and a pay-up-front offer are one transaction spanning all of
+/// their periods; pay as you go is one transaction per period at the intro price.
+public struct IntroOffer: Codable, Hashable, Sendable {
+    public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
+        /// `is_trial_period` "true".
+        case freeTrial = "free_trial"
+        /// `is_in_intro_offer_period` "true", one payment per period.
+        case payAsYouGo = "pay_as_you_go"
+        /// `is_in_intro_offer_period` "true", one payment for every period.
+        case payUpFront = "pay_up_front"
+    }
+
+    public let kind: Kind
+    public let periods: Int
+
+    public init(kind: Kind, periods: Int) {
+        self.kind = kind
+        self.periods = periods
+    }
+
+    /// How many periods the first transaction spans: all of them unless paid period by period.
+    var firstTransactionPeriods: Int { kind == .payAsYouGo ? 1 : periods }
 }
 
 /// A subscription length, as ISO 8601 durations the catalog uses.

@@ -72,7 +72,6 @@ struct SimulatorResponseRenderer: Sendable {
             "bvrs": "1.0",
             "item_id": String(Self.stableNumber(t.productId)),
             "unique_identifier": String(format: "%040llx", Self.stableNumber(t.userId)),
-            "is_trial_period": "false",
         ]
         Self.putDate(t.purchaseDate, "purchase_date", into: &fields)
         Self.putDate(t.originalPurchaseDate, "original_purchase_date", into: &fields)
@@ -80,15 +79,11 @@ struct SimulatorResponseRenderer: Sendable {
             fields["app_item_id"] = String(Self.stableNumber(t.bundleId))
             fields["version_external_identifier"] = "1"
         }
+        Self.putCommonFields(t, into: &fields)
         if let expires = t.expiresDate {
             fields["expires_date"] = AppStoreDate.millisecondsText(expires)
             fields["expires_date_formatted"] = AppStoreDate.gmtText(expires)
             fields["expires_date_formatted_pst"] = AppStoreDate.pacificText(expires)
-        }
-        if let webOrder = t.webOrderLineItemId { fields["web_order_line_item_id"] = webOrder }
-        if let cancelled = t.cancellationDate {
-            Self.putDate(cancelled, "cancellation_date", into: &fields)
-            fields["cancellation_reason"] = String(t.cancellationReason ?? 0)
         }
         return fields
     }
@@ -127,20 +122,27 @@ struct SimulatorResponseRenderer: Sendable {
             kind: .app, environment: environment, bundleId: payload.bundleId, userId: payload.userId,
             transactionIds: view.all.map(\.transactionId), issuedAt: view.now.milliseconds
         ))
-        body["pending_renewal_info"] = view.subscriptions.map { subscription -> [String: Any] in
-            var info: [String: Any] = [
-                "auto_renew_product_id": subscription.productId,
-                "product_id": subscription.productId,
-                "original_transaction_id": subscription.originalTransactionId,
-                "auto_renew_status": subscription.willRenew ? "1" : "0",
-            ]
-            if !subscription.isActive {
-                info["expiration_intent"] = "1"
-                info["is_in_billing_retry_period"] = "0"
-            }
-            return info
-        }
+        body["pending_renewal_info"] = view.subscriptions.map(pendingRenewalFields)
         return body
+    }
+
+    /// An entry of `pending_renewal_info`: what happens at the end of the current period. The retry
+    /// and intent keys appear once a subscription is no longer active, as Apple sends them.
+    private func pendingRenewalFields(_ subscription: SimulatorStore.SubscriptionView) -> [String: Any] {
+        var info: [String: Any] = [
+            "auto_renew_product_id": subscription.autoRenewProductId,
+            "product_id": subscription.productId,
+            "original_transaction_id": subscription.originalTransactionId,
+            "auto_renew_status": subscription.willRenew ? "1" : "0",
+        ]
+        if let intent = subscription.expirationIntent {
+            info["expiration_intent"] = String(intent)
+            info["is_in_billing_retry_period"] = subscription.isInBillingRetry ? "1" : "0"
+        }
+        if let grace = subscription.gracePeriodExpiresDate {
+            Self.putDate(grace, "grace_period_expires_date", into: &info)
+        }
+        return info
     }
 
     /// The keys of an `in_app` / `latest_receipt_info` entry.
@@ -150,20 +152,33 @@ struct SimulatorResponseRenderer: Sendable {
             "product_id": t.productId,
             "transaction_id": t.transactionId,
             "original_transaction_id": t.originalTransactionId,
-            "is_trial_period": "false",
         ]
         Self.putDate(t.purchaseDate, "purchase_date", into: &fields)
         Self.putDate(t.originalPurchaseDate, "original_purchase_date", into: &fields)
         if let expires = t.expiresDate {
             Self.putDate(expires, "expires_date", into: &fields)
-            fields["is_in_intro_offer_period"] = "false"
+        }
+        Self.putCommonFields(t, into: &fields)
+        return fields
+    }
+
+    /// The keys both receipt styles give a transaction beyond its ids and dates: ownership, trial
+    /// and offer flags, the subscription's web order and group, and how it ended early. Flags are the
+    /// strings "true"/"false"; `is_upgraded` appears only when true, `cancellation_reason` only for a
+    /// refund (an upgrade cancels without one).
+    private static func putCommonFields(_ t: SimulatorTransaction, into fields: inout [String: Any]) {
+        fields["in_app_ownership_type"] = t.ownership.rawValue
+        fields["is_trial_period"] = t.isTrialPeriod ? "true" : "false"
+        if t.productType == .autoRenewable {
+            fields["is_in_intro_offer_period"] = t.isInIntroOfferPeriod ? "true" : "false"
         }
         if let webOrder = t.webOrderLineItemId { fields["web_order_line_item_id"] = webOrder }
+        if let group = t.subscriptionGroupIdentifier { fields["subscription_group_identifier"] = group }
+        if t.isUpgraded { fields["is_upgraded"] = "true" }
         if let cancelled = t.cancellationDate {
-            Self.putDate(cancelled, "cancellation_date", into: &fields)
-            fields["cancellation_reason"] = String(t.cancellationReason ?? 0)
+            putDate(cancelled, "cancellation_date", into: &fields)
         }
-        return fields
+        if let reason = t.cancellationReason { fields["cancellation_reason"] = String(reason) }
     }
 
     private static func putDate(_ date: Date, _ key: String, into fields: inout [String: Any]) {

@@ -2,12 +2,14 @@ import AppStore
 import Foundation
 import LedgerDomain
 
-/// The simulator's App Store: apps, products, test users, transactions and its clock, in memory.
+/// The simulator's App Store: apps, products, test users, families, transactions and its clock, in memory.
 ///
 /// Renewals are not scheduled: they are derived from the clock whenever someone looks (a verify, an
 /// admin read), so advancing the clock by an hour and verifying shows every renewal of that hour.
-/// Renewal n of a subscription bought at `start` is dated `start + n × period` and exists once the
-/// clock has passed that date, for n ≤ 6 in the sandbox, unless support cancelled the subscription first.
+/// A renewal exists once the clock has passed the end of the period before it, for up to 6 renewals
+/// in the sandbox, unless support cancelled the subscription first, auto-renew is off or billing
+/// fails. Every change of state (a purchase, a refund, billing, auto-renew) first makes the renewals
+/// due by then, so that each renewal is decided by the state at its own time.
 actor SimulatorStore {
     /// Renewals in the sandbox stop after this many, as Apple's does.
     static let sandboxRenewalLimit = 6
@@ -23,24 +25,26 @@ actor SimulatorStore {
         let bundleId: String
     }
 
-    private struct Subscription {
-        let originalTransactionId: String
-        let productId: String
-        let duration: SubscriptionDuration
-        let start: Date
-        /// Index n holds period n (0 = the purchase).
-        var transactionIds: [String]
-        /// When support cancelled a transaction of it: no renewal starts after this.
-        var stoppedAt: Date?
-    }
-
     /// A subscription as a verify answer needs it.
     struct SubscriptionView: Sendable {
         let originalTransactionId: String
+        /// The product of the latest period.
         let productId: String
+        /// The product the next renewal is of.
+        let autoRenewProductId: String
         let latest: SimulatorTransaction
         let willRenew: Bool
         let isActive: Bool
+        /// Lapsed because a renewal failed, and the App Store still tries to bill it.
+        let isInBillingRetry: Bool
+        /// While in billing retry with a grace period: when the grace period ends.
+        let gracePeriodExpiresDate: Date?
+
+        /// Why a subscription that is not active ended: 2 a billing error, else 1 (the customer, or
+        /// the sandbox, stopped it).
+        var expirationIntent: Int? {
+            isActive ? nil : (isInBillingRetry ? 2 : 1)
+        }
     }
 
     /// Everything a `verifyReceipt` answer for one receipt is rendered from, read at one instant.
@@ -49,11 +53,21 @@ actor SimulatorStore {
         let sharedSecret: String
         /// The receipt's own transactions, in their current state (refunds show).
         let covered: [SimulatorTransaction]
-        /// Every transaction of the user in the app, renewals included, by purchase date.
+        /// Every transaction of the user in the app, renewals included, by purchase date; finished
+        /// consumables left out.
         let all: [SimulatorTransaction]
         let subscriptions: [SubscriptionView]
         /// The first purchase in the app (the app receipt's `original_purchase_date`).
         let firstPurchase: Date?
+    }
+
+    /// What a purchase did: the new transaction (or, for a change that waits for the next renewal,
+    /// the current period's) and the change of plan it made, if any.
+    struct Purchase: Sendable {
+        let transaction: SimulatorTransaction
+        let change: SimulatorPlanChange?
+        /// `false` when the purchase only scheduled a change and created no transaction.
+        let createdTransaction: Bool
     }
 
     let environment: StoreEnvironment
@@ -62,8 +76,11 @@ actor SimulatorStore {
     private var users: Set<String> = []
     private var transactions: [String: SimulatorTransaction] = [:]
     private var transactionsByUser: [UserApp: [String]] = [:]
-    private var subscriptions: [String: Subscription] = [:]
+    private var subscriptions: [String: SimulatorSubscription] = [:]
+    private var sharedSubscriptions: [String: SharedSubscription] = [:]
+    /// Original transaction ids of the user's subscriptions in the app, own and shared.
     private var subscriptionsByUser: [UserApp: [String]] = [:]
+    private var families = SimulatorFamilies()
     private var nextTransactionId: Int64
     private var nextWebOrderId: Int64
     private var nextUserNumber = 1
@@ -129,6 +146,7 @@ actor SimulatorStore {
                 throw SimulatorError.badRequest("a \(product.type.rawValue) product has no duration: leave it out")
             }
         }
+        try Self.checkSubscriptionOptions(product)
         var app = try apps[bundleId] ?? putApp(bundleId: bundleId, sharedSecret: nil)
         app.products[product.productId] = product
         apps[bundleId] = app
@@ -154,14 +172,23 @@ actor SimulatorStore {
         return userId
     }
 
+    /// Makes `member` part of `organizer`'s family: from now on the member's receipts list the
+    /// organizer's purchases of family-shareable products, past ones included. `false` when it was so already.
+    func linkFamily(organizer: String, member: String) throws -> Bool {
+        try requireUser(organizer)
+        try requireUser(member)
+        return try families.link(organizer: organizer, member: member)
+    }
+
     // MARK: Purchases, restores, refunds
 
     /// A test purchase at the simulator's current time.
     ///
     /// Buying a non-consumable (or free subscription) the user owns gives a new transaction pointing
-    /// at the first, as StoreKit does, without a second charge. An active subscription cannot be
-    /// bought again until it expires or is cancelled.
-    func purchase(userId: String, bundleId: String, productId: String, quantity: Int) throws -> SimulatorTransaction {
+    /// at the first, as StoreKit does, without a second charge. Buying an auto-renewable while a
+    /// subscription of its group is active changes that subscription (see `changePlan`); buying the
+    /// product it is on is refused until it expires or is cancelled.
+    func purchase(userId: String, bundleId: String, productId: String, quantity: Int) throws -> Purchase {
         let (app, product) = try requireProduct(userId: userId, bundleId: bundleId, productId: productId)
         guard (1...10).contains(quantity) else { throw SimulatorError.badRequest("quantity must be from 1 to 10") }
         guard quantity == 1 || product.type == .consumable else {
@@ -172,52 +199,43 @@ actor SimulatorStore {
         let now = self.now
         switch product.type {
         case .autoRenewable:
-            let duration = product.duration ?? .oneMonth
-            if let active = subscriptionViews(key).first(where: { $0.productId == productId && $0.isActive }) {
-                throw SimulatorError.conflict(
-                    "\(userId) is subscribed to \(productId) until \(active.latest.expiresDate.map(Self.iso) ?? "?"): advance the clock past it or cancel transaction \(active.latest.transactionId)"
-                )
-            }
-            let id = takeTransactionId()
-            let transaction = SimulatorTransaction(
-                transactionId: id, originalTransactionId: id, userId: userId, bundleId: app.bundleId,
-                productId: productId, productType: product.type, quantity: 1,
-                purchaseDate: now, originalPurchaseDate: now,
-                expiresDate: duration.periodStart(1, from: now, in: environment),
-                webOrderLineItemId: takeWebOrderId(), cancellationDate: nil, cancellationReason: nil
-            )
-            record(transaction)
-            subscriptions[id] = Subscription(originalTransactionId: id, productId: productId, duration: duration, start: now, transactionIds: [id])
-            subscriptionsByUser[key, default: []].append(id)
-            return transaction
+            return try subscribe(key, to: product, in: app, at: now)
         case .nonConsumable, .freeSubscription:
             if let owned = originalPurchase(key, productId: productId) {
-                return record(restoreTransaction(of: owned, at: now))
+                return Purchase(transaction: record(restoreTransaction(of: owned, at: now)), change: nil, createdTransaction: true)
             }
             fallthrough
         case .consumable, .nonRenewing, .unknown:
             let id = takeTransactionId()
-            return record(SimulatorTransaction(
+            let transaction = record(SimulatorTransaction(
                 transactionId: id, originalTransactionId: id, userId: userId, bundleId: app.bundleId,
                 productId: productId, productType: product.type, quantity: quantity,
-                purchaseDate: now, originalPurchaseDate: now, expiresDate: nil, webOrderLineItemId: nil,
-                cancellationDate: nil, cancellationReason: nil
+                purchaseDate: now, originalPurchaseDate: now, expiresDate: nil, webOrderLineItemId: nil
             ))
+            return Purchase(transaction: transaction, change: nil, createdTransaction: true)
         }
     }
 
     /// A StoreKit restore: a new transaction for each non-consumable and free subscription the user
-    /// owns (not refunded). Auto-renewables restore through the refreshed app receipt, with no new
-    /// transaction; consumables and non-renewing subscriptions are not restored by StoreKit at all.
+    /// owns, pointing at its purchase, and one for each period of each auto-renewable, with the
+    /// period's original transaction id, dates and `web_order_line_item_id` (nothing refunded is
+    /// restored). Consumables and non-renewing subscriptions are not restored by StoreKit at all.
     func restore(userId: String, bundleId: String) throws -> [SimulatorTransaction] {
         try requireUser(userId)
         let app = try app(bundleId)
         let key = UserApp(userId: userId, bundleId: app.bundleId)
+        materialize(key)
         let now = self.now
-        let originals = (transactionsByUser[key] ?? []).compactMap { transactions[$0] }.filter {
-            $0.productType.isOwnedForever && $0.transactionId == $0.originalTransactionId && $0.cancellationDate == nil
+        let restorable = (transactionsByUser[key] ?? []).compactMap { transactions[$0] }.filter {
+            guard $0.restoredTransactionId == nil, !$0.isRefunded else { return false }
+            if $0.productType.isOwnedForever { return $0.transactionId == $0.originalTransactionId }
+            return $0.productType == .autoRenewable
         }
-        return originals.map { record(restoreTransaction(of: $0, at: now)) }
+        return restorable.map { original in
+            original.productType == .autoRenewable
+                ? record(restoredPeriod(original))
+                : record(restoreTransaction(of: original, at: now))
+        }
     }
 
     /// Support cancels (refunds) a transaction now; a subscription it belongs to stops renewing.
@@ -228,11 +246,15 @@ actor SimulatorStore {
         guard reason == 0 || reason == 1 else {
             throw SimulatorError.badRequest("reason is 0 (other) or 1 (a problem in the app)")
         }
+        if let source = transaction.sharedTransactionId {
+            throw SimulatorError.badRequest("transaction \(transactionId) is a family member's copy: refund the buyer's transaction \(source)")
+        }
         let key = UserApp(userId: transaction.userId, bundleId: transaction.bundleId)
         materialize(key)
         transaction = transactions[transactionId] ?? transaction
         guard transaction.cancellationDate == nil else {
-            throw SimulatorError.conflict("transaction \(transactionId) was cancelled already")
+            let what = transaction.isUpgraded ? "ended by an upgrade" : "cancelled"
+            throw SimulatorError.conflict("transaction \(transactionId) was \(what) already")
         }
         let now = self.now
         transaction.cancellationDate = now
@@ -241,6 +263,19 @@ actor SimulatorStore {
         if var subscription = subscriptions[transaction.originalTransactionId], subscription.stoppedAt == nil {
             subscription.stoppedAt = now
             subscriptions[transaction.originalTransactionId] = subscription
+        }
+        return transaction
+    }
+
+    /// The app finishes a transaction. A finished consumable is left out of every receipt issued
+    /// afterwards (and of `latest_receipt_info`); other types stay. Finishing twice changes nothing.
+    func finish(transactionId: String) throws -> SimulatorTransaction {
+        guard var transaction = transactions[transactionId] else {
+            throw SimulatorError.notFound("no transaction '\(transactionId)'")
+        }
+        if transaction.finishedAt == nil {
+            transaction.finishedAt = now
+            transactions[transactionId] = transaction
         }
         return transaction
     }
@@ -254,12 +289,13 @@ actor SimulatorStore {
         return (transactionsByUser[key] ?? []).compactMap { transactions[$0] }
     }
 
-    /// The payload of an app receipt issued now: every transaction of the user in the app.
+    /// The payload of an app receipt issued now: every transaction of the user in the app but the
+    /// consumables the app has finished.
     func appReceiptPayload(userId: String, bundleId: String) throws -> SimulatorReceiptPayload {
-        let all = try transactions(userId: userId, bundleId: bundleId)
+        let listed = try transactions(userId: userId, bundleId: bundleId).filter { !$0.leavesReceipts }
         return SimulatorReceiptPayload(
             kind: .app, environment: environment, bundleId: bundleId, userId: userId,
-            transactionIds: all.map(\.transactionId), issuedAt: now.milliseconds
+            transactionIds: listed.map(\.transactionId), issuedAt: now.milliseconds
         )
     }
 
@@ -269,6 +305,68 @@ actor SimulatorStore {
             kind: .transaction, environment: environment, bundleId: transaction.bundleId, userId: transaction.userId,
             transactionIds: [transaction.transactionId], issuedAt: now.milliseconds
         )
+    }
+
+    // MARK: Subscriptions
+
+    /// The state of the subscription with this original transaction id, own or shared.
+    func subscriptionStatus(originalTransactionId: String) throws -> SimulatorSubscriptionStatus {
+        let key = try requireSubscription(originalTransactionId, toChange: false)
+        materialize(key)
+        return try status(originalTransactionId)
+    }
+
+    /// Makes the subscription's renewals fail from now on (`failing`), or work again.
+    ///
+    /// While failing, a period that ends is not renewed: the subscription is in billing retry, and
+    /// with `gracePeriodDays` in a grace period that long from the end of the period (real days, in
+    /// both environments). When billing works again and the subscription had lapsed, the next period
+    /// starts now, as a renewal.
+    func setBilling(originalTransactionId: String, failing: Bool, gracePeriodDays: Int?) throws -> SimulatorSubscriptionStatus {
+        if let gracePeriodDays {
+            guard failing else { throw SimulatorError.badRequest("gracePeriodDays goes with \"failing\": true") }
+            guard (1...60).contains(gracePeriodDays) else {
+                throw SimulatorError.badRequest("gracePeriodDays is from 1 to 60 (App Store Connect offers 3, 16 and 28)")
+            }
+        }
+        let key = try requireSubscription(originalTransactionId, toChange: true)
+        materialize(key)
+        guard var subscription = subscriptions[originalTransactionId] else {
+            throw SimulatorError.notFound("no subscription '\(originalTransactionId)'")
+        }
+        let now = self.now
+        var made: [SimulatorTransaction] = []
+        if failing {
+            subscription.billingIssue = .init(gracePeriodDays: gracePeriodDays)
+        } else if subscription.billingIssue != nil {
+            let lapsed = subscription.latestEnd(in: environment) <= now
+            subscription.billingIssue = nil
+            if lapsed, subscription.renews(in: environment) {
+                made.append(renew(&subscription, startingAt: now, restart: true))
+            }
+        }
+        subscriptions[originalTransactionId] = subscription
+        var answer = try status(originalTransactionId)
+        answer.newTransactions = made
+        return answer
+    }
+
+    /// Turns auto-renew off (the customer cancels: the subscription ends with its current period)
+    /// or on again while the period still runs.
+    func setAutoRenew(originalTransactionId: String, enabled: Bool) throws -> SimulatorSubscriptionStatus {
+        let key = try requireSubscription(originalTransactionId, toChange: true)
+        materialize(key)
+        guard var subscription = subscriptions[originalTransactionId] else {
+            throw SimulatorError.notFound("no subscription '\(originalTransactionId)'")
+        }
+        if enabled, !subscription.autoRenewEnabled, subscription.latestEnd(in: environment) <= now {
+            throw SimulatorError.conflict(
+                "subscription \(originalTransactionId) lapsed at \(Self.iso(subscription.latestEnd(in: environment))): buy \(subscription.plan.productId) again"
+            )
+        }
+        subscription.autoRenewEnabled = enabled
+        subscriptions[originalTransactionId] = subscription
+        return try status(originalTransactionId)
     }
 
     // MARK: Verification
@@ -286,7 +384,7 @@ actor SimulatorStore {
             now: now,
             sharedSecret: app.sharedSecret,
             covered: covered,
-            all: all.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) },
+            all: all.filter { !$0.leavesReceipts }.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) },
             subscriptions: subscriptionViews(key),
             firstPurchase: all.map(\.purchaseDate).min()
         )
@@ -321,63 +419,297 @@ actor SimulatorStore {
         return (nil, false, faults.latencyMilliseconds)
     }
 
-    // MARK: Internals
+    // MARK: Internals: subscriptions
 
+    /// A purchase of an auto-renewable: a change of the group's live subscription if there is one,
+    /// else a new subscription, with the product's introductory offer if it is the user's first in the group.
+    private func subscribe(_ key: UserApp, to product: SimulatedProduct, in app: App, at now: Date) throws -> Purchase {
+        let group = product.subscriptionGroup ?? product.productId
+        let plan = SimulatorSubscription.Plan(productId: product.productId, duration: product.duration ?? .oneMonth)
+        let own = (subscriptionsByUser[key] ?? []).compactMap { subscriptions[$0] }.filter { $0.group == group }
+        if let live = own.first(where: { isLive($0) }) {
+            return try changePlan(live, to: plan, level: product.serviceLevel, in: app, at: now)
+        }
+        let offer = own.isEmpty ? product.introOffer : nil
+        let id = takeTransactionId()
+        var subscription = SimulatorSubscription(original: id, userId: key.userId, bundleId: key.bundleId, group: group, plan: plan, at: now)
+        subscription.periodsSinceAnchor = offer?.firstTransactionPeriods ?? 1
+        subscription.introPeriodsLeft = offer?.kind == .payAsYouGo ? (offer?.periods ?? 1) - 1 : 0
+        let transaction = record(SimulatorTransaction(
+            transactionId: id, originalTransactionId: id, userId: key.userId, bundleId: key.bundleId,
+            productId: plan.productId, productType: .autoRenewable, quantity: 1,
+            purchaseDate: now, originalPurchaseDate: now, expiresDate: subscription.latestEnd(in: environment),
+            webOrderLineItemId: takeWebOrderId(), subscriptionGroupIdentifier: subscription.groupIdentifier,
+            isTrialPeriod: offer?.kind == .freeTrial, isInIntroOfferPeriod: offer.map { $0.kind != .freeTrial } ?? false
+        ))
+        subscription.periodIds = [id]
+        subscriptions[id] = subscription
+        subscriptionsByUser[key, default: []].append(id)
+        return Purchase(transaction: transaction, change: nil, createdTransaction: true)
+    }
+
+    /// Another product of the group bought while `live` runs, as the App Store ranks it: to a higher
+    /// level (smaller number), or to the same level and duration, at once: the current period ends now
+    /// (`is_upgraded`, `cancellation_date`) and a period of the new product starts, with a new web
+    /// order. Else at the next renewal, which will be of the new product (`auto_renew_product_id`).
+    private func changePlan(
+        _ live: SimulatorSubscription,
+        to plan: SimulatorSubscription.Plan,
+        level: Int,
+        in app: App,
+        at now: Date
+    ) throws -> Purchase {
+        var subscription = live
+        guard let latestId = subscription.latestId, var latest = transactions[latestId] else {
+            throw SimulatorError.notFound("subscription \(live.originalTransactionId) has no period")
+        }
+        guard Self.isActive(latest, at: now) else {
+            let route = "POST /admin/subscriptions/\(live.originalTransactionId)"
+            throw SimulatorError.conflict(
+                "subscription \(live.originalTransactionId) is in billing retry: make billing work (\(route)/billing {\"failing\": false}) or turn auto-renew off (\(route)/auto-renew {\"enabled\": false}) first"
+            )
+        }
+        guard plan.productId != subscription.plan.productId else {
+            throw SimulatorError.conflict(
+                "\(live.userId) is subscribed to \(plan.productId) until \(latest.expiresDate.map(Self.iso) ?? "?"): advance the clock past it or cancel transaction \(latestId)"
+            )
+        }
+        let currentLevel = app.products[subscription.plan.productId]?.serviceLevel ?? 1
+        let kind: SimulatorPlanChange.Kind = level < currentLevel ? .upgrade : (level > currentLevel ? .downgrade : .crossgrade)
+        let immediate = kind == .upgrade || (kind == .crossgrade && plan.duration == subscription.plan.duration)
+        let change = SimulatorPlanChange(
+            kind: kind, fromProductId: subscription.plan.productId, toProductId: plan.productId,
+            effectiveDate: immediate ? now : (latest.expiresDate ?? now), isImmediate: immediate
+        )
+        guard immediate else {
+            subscription.pendingPlan = plan
+            subscriptions[subscription.originalTransactionId] = subscription
+            return Purchase(transaction: latest, change: change, createdTransaction: false)
+        }
+        latest.isUpgraded = true
+        latest.cancellationDate = now
+        transactions[latestId] = latest
+        subscription.switchPlan(to: plan, at: now)
+        let transaction = record(periodTransaction(of: subscription, startingAt: now, introPrice: false))
+        subscription.periodIds.append(transaction.transactionId)
+        subscriptions[subscription.originalTransactionId] = subscription
+        return Purchase(transaction: transaction, change: change, createdTransaction: true)
+    }
+
+    /// Makes the next period of `subscription`, starting at `start`, and records it.
+    @discardableResult
+    private func renew(_ subscription: inout SimulatorSubscription, startingAt start: Date, restart: Bool) -> SimulatorTransaction {
+        let next = subscription.advance(startingAt: start, restart: restart)
+        let renewal = record(periodTransaction(of: subscription, startingAt: start, introPrice: next.introPrice))
+        subscription.periodIds.append(renewal.transactionId)
+        return renewal
+    }
+
+    /// The transaction of the subscription's latest period (already advanced to it), starting at `start`.
+    private func periodTransaction(of subscription: SimulatorSubscription, startingAt start: Date, introPrice: Bool) -> SimulatorTransaction {
+        SimulatorTransaction(
+            transactionId: takeTransactionId(), originalTransactionId: subscription.originalTransactionId,
+            userId: subscription.userId, bundleId: subscription.bundleId, productId: subscription.plan.productId,
+            productType: .autoRenewable, quantity: 1, purchaseDate: start, originalPurchaseDate: subscription.originalPurchaseDate,
+            expiresDate: subscription.latestEnd(in: environment), webOrderLineItemId: takeWebOrderId(),
+            subscriptionGroupIdentifier: subscription.groupIdentifier, isInIntroOfferPeriod: introPrice
+        )
+    }
+
+    /// Active (its period runs and was not refunded) or in billing retry: the group's subscription of now.
+    private func isLive(_ subscription: SimulatorSubscription) -> Bool {
+        guard let view = view(of: subscription, at: now) else { return false }
+        return view.isActive || view.isInBillingRetry
+    }
+
+    /// A period that runs now and was not refunded nor cut short.
+    private static func isActive(_ latest: SimulatorTransaction, at now: Date) -> Bool {
+        latest.cancellationDate == nil && (latest.expiresDate ?? .distantPast) > now
+    }
+
+    /// Makes every renewal due by now of the user's subscriptions in the app, and the family's copies.
     private func materialize(_ key: UserApp) {
         let now = self.now
         for originalId in subscriptionsByUser[key] ?? [] {
-            guard var subscription = subscriptions[originalId], let first = transactions[originalId] else { continue }
+            guard var subscription = subscriptions[originalId] else { continue }
             var changed = false
-            while environment == .production || subscription.transactionIds.count <= Self.sandboxRenewalLimit {
-                let index = subscription.transactionIds.count
-                let start = subscription.duration.periodStart(index, from: subscription.start, in: environment)
-                guard start <= now, subscription.stoppedAt.map({ start < $0 }) ?? true else { break }
-                let renewal = SimulatorTransaction(
-                    transactionId: takeTransactionId(), originalTransactionId: originalId, userId: first.userId,
-                    bundleId: first.bundleId, productId: first.productId, productType: .autoRenewable, quantity: 1,
-                    purchaseDate: start, originalPurchaseDate: subscription.start,
-                    expiresDate: subscription.duration.periodStart(index + 1, from: subscription.start, in: environment),
-                    webOrderLineItemId: takeWebOrderId(), cancellationDate: nil, cancellationReason: nil
-                )
-                record(renewal)
-                subscription.transactionIds.append(renewal.transactionId)
+            while subscription.renews(in: environment), subscription.latestEnd(in: environment) <= now {
+                renew(&subscription, startingAt: subscription.latestEnd(in: environment), restart: false)
                 changed = true
             }
             if changed { subscriptions[originalId] = subscription }
+        }
+        if let organizer = families.organizer(of: key.userId) {
+            shareFamilyPurchases(with: key, from: UserApp(userId: organizer, bundleId: key.bundleId))
         }
     }
 
     private func subscriptionViews(_ key: UserApp) -> [SubscriptionView] {
         let now = self.now
         return (subscriptionsByUser[key] ?? []).compactMap { originalId in
-            guard let subscription = subscriptions[originalId],
-                  let latestId = subscription.transactionIds.last, let latest = transactions[latestId]
-            else { return nil }
-            let renewalsLeft = environment == .production || subscription.transactionIds.count <= Self.sandboxRenewalLimit
-            return SubscriptionView(
-                originalTransactionId: originalId,
-                productId: subscription.productId,
-                latest: latest,
-                willRenew: subscription.stoppedAt == nil && renewalsLeft,
-                isActive: latest.cancellationDate == nil && (latest.expiresDate ?? .distantPast) > now
-            )
+            if let subscription = subscriptions[originalId] { return view(of: subscription, at: now) }
+            return sharedSubscriptions[originalId].flatMap { view(of: $0, at: now) }
         }
     }
 
+    private func view(of subscription: SimulatorSubscription, at now: Date) -> SubscriptionView? {
+        guard let latestId = subscription.latestId, let latest = transactions[latestId] else { return nil }
+        let willRenew = subscription.willRenew(in: environment)
+        let end = latest.expiresDate ?? .distantPast
+        let isActive = Self.isActive(latest, at: now)
+        let retrying = !isActive && latest.cancellationDate == nil && willRenew && subscription.billingIssue != nil
+        return SubscriptionView(
+            originalTransactionId: subscription.originalTransactionId,
+            productId: latest.productId,
+            autoRenewProductId: (subscription.pendingPlan ?? subscription.plan).productId,
+            latest: latest,
+            willRenew: willRenew,
+            isActive: isActive,
+            isInBillingRetry: retrying,
+            gracePeriodExpiresDate: retrying ? subscription.billingIssue?.gracePeriodDays.map { end.addingTimeInterval(Double($0) * 86_400) } : nil
+        )
+    }
+
+    /// A member's copy renews as the buyer's does while it mirrors the buyer's latest period; once the
+    /// buyer's subscription moved to a product not shared, the copy ends with its last period.
+    private func view(of shared: SharedSubscription, at now: Date) -> SubscriptionView? {
+        guard let latestId = shared.periodIds.last, let latest = transactions[latestId] else { return nil }
+        let isActive = Self.isActive(latest, at: now)
+        if let buyer = subscriptions[shared.buyerOriginalTransactionId], buyer.latestId == latest.sharedTransactionId,
+           let buyerView = view(of: buyer, at: now) {
+            return SubscriptionView(
+                originalTransactionId: shared.originalTransactionId, productId: latest.productId,
+                autoRenewProductId: buyerView.autoRenewProductId, latest: latest, willRenew: buyerView.willRenew,
+                isActive: isActive, isInBillingRetry: buyerView.isInBillingRetry, gracePeriodExpiresDate: buyerView.gracePeriodExpiresDate
+            )
+        }
+        return SubscriptionView(
+            originalTransactionId: shared.originalTransactionId, productId: latest.productId, autoRenewProductId: latest.productId,
+            latest: latest, willRenew: false, isActive: isActive, isInBillingRetry: false, gracePeriodExpiresDate: nil
+        )
+    }
+
+    private func status(_ originalTransactionId: String) throws -> SimulatorSubscriptionStatus {
+        let now = self.now
+        let own = subscriptions[originalTransactionId]
+        let shared = sharedSubscriptions[originalTransactionId]
+        guard let view = own.flatMap({ view(of: $0, at: now) }) ?? shared.flatMap({ view(of: $0, at: now) }) else {
+            throw SimulatorError.notFound("no subscription '\(originalTransactionId)'")
+        }
+        let billing = own?.billingIssue ?? shared.flatMap { subscriptions[$0.buyerOriginalTransactionId]?.billingIssue }
+        return SimulatorSubscriptionStatus(
+            originalTransactionId: originalTransactionId, userId: view.latest.userId, bundleId: view.latest.bundleId,
+            productId: view.productId, autoRenewProductId: view.autoRenewProductId, autoRenewStatus: view.willRenew,
+            isActive: view.isActive, expiresDate: view.latest.expiresDate, billingFailing: billing != nil,
+            gracePeriodDays: billing?.gracePeriodDays, isInBillingRetryPeriod: view.isInBillingRetry,
+            gracePeriodExpiresDate: view.gracePeriodExpiresDate, latestTransaction: view.latest
+        )
+    }
+
+    /// The user and app of a subscription; one a family member only shares cannot be changed through it.
+    private func requireSubscription(_ originalTransactionId: String, toChange: Bool) throws -> UserApp {
+        if let subscription = subscriptions[originalTransactionId] {
+            return UserApp(userId: subscription.userId, bundleId: subscription.bundleId)
+        }
+        guard let shared = sharedSubscriptions[originalTransactionId], let first = transactions[originalTransactionId] else {
+            throw SimulatorError.notFound("no subscription with original transaction id '\(originalTransactionId)'")
+        }
+        guard !toChange else {
+            throw SimulatorError.badRequest(
+                "subscription \(originalTransactionId) is shared by a family member: change the buyer's subscription \(shared.buyerOriginalTransactionId)"
+            )
+        }
+        return UserApp(userId: first.userId, bundleId: first.bundleId)
+    }
+
+    // MARK: Internals: family sharing
+
+    /// Gives the member a copy of each of the organizer's purchases of a family-shareable product in
+    /// the app: their own transaction ids, the organizer's dates, `FAMILY_SHARED`. Copies made earlier
+    /// follow the organizer's transaction (a refund or an upgrade shows on both); a purchase refunded
+    /// before it was shared is not shared.
+    private func shareFamilyPurchases(with member: UserApp, from buyer: UserApp) {
+        guard let app = apps[member.bundleId] else { return }
+        materialize(buyer)
+        for sourceId in transactionsByUser[buyer] ?? [] {
+            guard let source = transactions[sourceId], source.isPayment,
+                  app.products[source.productId]?.familyShareable == true
+            else { continue }
+            if let copyId = families.copy(of: sourceId, for: member.userId), var copy = transactions[copyId] {
+                copy.cancellationDate = source.cancellationDate
+                copy.cancellationReason = source.cancellationReason
+                copy.isUpgraded = source.isUpgraded
+                transactions[copyId] = copy
+                continue
+            }
+            guard !source.isRefunded else { continue }
+            let copy = record(familyCopy(of: source, for: member))
+            families.recordCopy(copy.transactionId, of: sourceId, for: member.userId)
+        }
+    }
+
+    private func familyCopy(of source: SimulatorTransaction, for member: UserApp) -> SimulatorTransaction {
+        let id = takeTransactionId()
+        var original = id
+        if source.productType == .autoRenewable {
+            if let existing = families.sharedSubscription(of: source.originalTransactionId, for: member.userId) {
+                original = existing
+                sharedSubscriptions[existing]?.periodIds.append(id)
+            } else {
+                families.recordSharedSubscription(id, of: source.originalTransactionId, for: member.userId)
+                sharedSubscriptions[id] = SharedSubscription(
+                    originalTransactionId: id, buyerOriginalTransactionId: source.originalTransactionId, periodIds: [id]
+                )
+                subscriptionsByUser[member, default: []].append(id)
+            }
+        }
+        return SimulatorTransaction(
+            transactionId: id, originalTransactionId: original, userId: member.userId, bundleId: member.bundleId,
+            productId: source.productId, productType: source.productType, quantity: source.quantity,
+            purchaseDate: source.purchaseDate, originalPurchaseDate: source.originalPurchaseDate, expiresDate: source.expiresDate,
+            webOrderLineItemId: source.productType == .autoRenewable ? takeWebOrderId() : nil,
+            cancellationDate: source.cancellationDate, cancellationReason: source.cancellationReason,
+            ownership: .familyShared, subscriptionGroupIdentifier: source.subscriptionGroupIdentifier,
+            isTrialPeriod: source.isTrialPeriod, isInIntroOfferPeriod: source.isInIntroOfferPeriod, isUpgraded: source.isUpgraded,
+            sharedTransactionId: source.transactionId
+        )
+    }
+
+    // MARK: Internals: restores
+
+    /// The user's own first purchase of `productId` (not a family member's), not refunded.
     private func originalPurchase(_ key: UserApp, productId: String) -> SimulatorTransaction? {
         (transactionsByUser[key] ?? []).lazy.compactMap { self.transactions[$0] }.first {
             $0.productId == productId && $0.transactionId == $0.originalTransactionId && $0.cancellationDate == nil
+                && $0.ownership == .purchased
         }
     }
 
+    /// A non-consumable's restore: a new transaction now, pointing at the purchase.
     private func restoreTransaction(of original: SimulatorTransaction, at now: Date) -> SimulatorTransaction {
         SimulatorTransaction(
             transactionId: takeTransactionId(), originalTransactionId: original.transactionId, userId: original.userId,
             bundleId: original.bundleId, productId: original.productId, productType: original.productType, quantity: 1,
             purchaseDate: now, originalPurchaseDate: original.purchaseDate, expiresDate: nil, webOrderLineItemId: nil,
-            cancellationDate: nil, cancellationReason: nil
+            ownership: original.ownership, restoredTransactionId: original.transactionId
         )
     }
+
+    /// An auto-renewable period's restore: a new transaction id, everything else the period's own,
+    /// its `web_order_line_item_id` included (which is how a restore is told from a renewal).
+    private func restoredPeriod(_ period: SimulatorTransaction) -> SimulatorTransaction {
+        SimulatorTransaction(
+            transactionId: takeTransactionId(), originalTransactionId: period.originalTransactionId, userId: period.userId,
+            bundleId: period.bundleId, productId: period.productId, productType: period.productType, quantity: period.quantity,
+            purchaseDate: period.purchaseDate, originalPurchaseDate: period.originalPurchaseDate, expiresDate: period.expiresDate,
+            webOrderLineItemId: period.webOrderLineItemId, cancellationDate: period.cancellationDate, cancellationReason: nil,
+            ownership: period.ownership, subscriptionGroupIdentifier: period.subscriptionGroupIdentifier,
+            isTrialPeriod: period.isTrialPeriod, isInIntroOfferPeriod: period.isInIntroOfferPeriod, isUpgraded: period.isUpgraded,
+            restoredTransactionId: period.transactionId
+        )
+    }
+
+    // MARK: Internals: records and checks
 
     @discardableResult
     private func record(_ transaction: SimulatorTransaction) -> SimulatorTransaction {
@@ -399,6 +731,26 @@ actor SimulatorStore {
             throw SimulatorError.notFound("app '\(bundleId)' has no product '\(productId)': define it with PUT /admin/apps/\(bundleId)/products/\(productId)")
         }
         return (app, product)
+    }
+
+    /// Groups, levels and intro offers are for auto-renewables; Family Sharing for non-consumables and auto-renewables.
+    private static func checkSubscriptionOptions(_ product: SimulatedProduct) throws {
+        if product.type != .autoRenewable {
+            guard product.group == nil, product.level == nil, product.introOffer == nil else {
+                throw SimulatorError.badRequest("group, level and introOffer are for auto_renewable products only")
+            }
+        }
+        if let group = product.group { try requireIdentifier(group, "group") }
+        if let level = product.level {
+            guard product.group != nil else { throw SimulatorError.badRequest("level ranks a product within its group: give group too") }
+            guard (1...100).contains(level) else { throw SimulatorError.badRequest("level is from 1 (the highest level of service) to 100") }
+        }
+        if let offer = product.introOffer, !(1...12).contains(offer.periods) {
+            throw SimulatorError.badRequest("introOffer.periods is from 1 to 12")
+        }
+        if product.familyShareable, product.type != .nonConsumable, product.type != .autoRenewable {
+            throw SimulatorError.badRequest("only non_consumable and auto_renewable products can be family-shareable")
+        }
     }
 
     private func takeTransactionId() -> String {

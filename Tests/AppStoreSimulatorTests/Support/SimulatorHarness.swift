@@ -30,8 +30,10 @@ struct SimulatorHarness: Sendable {
         return LenientJSONBox(status: status, json: LenientJSON(json))
     }
 
-    func defineProduct(_ bundleId: String, _ productId: String, type: String, duration: String? = nil) async throws {
-        var body: [String: Any] = ["type": type]
+    /// Defines a product; `options` adds keys such as `group`, `level`, `familyShareable`, `introOffer`.
+    func defineProduct(_ bundleId: String, _ productId: String, type: String, duration: String? = nil, options: [String: Any] = [:]) async throws {
+        var body: [String: Any] = options
+        body["type"] = type
         if let duration { body["duration"] = duration }
         let answer = try await admin(.PUT, "/admin/apps/\(bundleId)/products/\(productId)", body)
         precondition(answer.status == 200, "defining \(productId) answered \(answer.status)")
@@ -58,6 +60,35 @@ struct SimulatorHarness: Sendable {
 
     func advance(minutes: Double) async throws {
         try await admin(.POST, "/admin/clock/advance", ["minutes": minutes])
+    }
+
+    /// The simulator's clock, in epoch milliseconds.
+    func nowMs() async throws -> Int64 {
+        try await admin(.GET, "/admin/clock").json["nowMs"].int64 ?? 0
+    }
+
+    /// A fresh app receipt of the user, as the device would have after a refresh.
+    func freshReceipt(_ userId: String, _ bundleId: String) async throws -> String {
+        let answer = try await admin(.GET, "/admin/users/\(userId)/apps/\(bundleId)")
+        guard let receipt = answer.json["receipt"].string else {
+            throw HarnessError(message: "no receipt for \(userId): \(answer.status)")
+        }
+        return receipt
+    }
+
+    /// The raw `verifyReceipt` answer to `receipt`, with the app's shared secret; fails unless status 0.
+    func verifyJSON(_ receipt: String, _ bundleId: String, excludeOldTransactions: Bool = false) async throws -> LenientJSON {
+        let body: [String: Any] = [
+            "receipt-data": receipt,
+            "password": try await sharedSecret(bundleId).value,
+            "exclude-old-transactions": excludeOldTransactions,
+        ]
+        let (_, json) = try await sendJSON(.POST, verifyURL, body)
+        let answer = LenientJSON(json)
+        guard answer["status"].int == 0 else {
+            throw HarnessError(message: "verifyReceipt answered \(String(describing: json))")
+        }
+        return answer
     }
 }
 
