@@ -112,7 +112,8 @@ let package = Package(
         .target(
             name: "LedgerDemo",
             dependencies: [
-                .asyncHTTPClient, .nioCore, .nioHTTP1,
+                "AppStore", "LedgerApplication", "LedgerDomain", "LedgerProjections", "LedgerStore",
+                .asyncHTTPClient, .logging, .nioCore, .nioHTTP1, .postgresNIO,
             ],
             swiftSettings: swiftSettings
         ),

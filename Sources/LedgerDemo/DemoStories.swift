@@ -25,8 +25,9 @@ public struct DemoStories: Sendable {
         self.printer = printer
     }
 
-    /// Defines the products, then tells every story. The auto-renewable story comes last because it
-    /// moves the simulator's clock forward by most of an hour.
+    /// Defines the products, then tells every story. The auto-renewable story moves the
+    /// simulator's clock forward by most of an hour, so only the restore story, whose receipts the
+    /// replay story verifies again, comes after it.
     public func runAll() async throws -> [StoryResult] {
         try await defineCatalog()
         return [
@@ -35,6 +36,7 @@ public struct DemoStories: Sendable {
             try await nonRenewing(),
             try await refund(),
             try await autoRenewable(),
+            try await restoredSubscription(),
         ]
     }
 

@@ -378,7 +378,18 @@ public struct ProjectionRebuilder: Sendable {
         _ projection: any UserProjection.Type, live: String?, rebuilt: String, on connection: PostgresConnection
     ) async throws -> [Difference] {
         let keys = ["app", "user_id"] + projection.keyColumns
-        let all = ["app", "user_id"] + projection.columns.map(\.name)
+        var all = ["app", "user_id"] + projection.columns.map(\.name)
+        if let live {
+            // A live table of an older version may lack columns the new version adds: those are
+            // not differences of the fold, so only the columns both have are compared.
+            let name = String(live.dropFirst("ledger.".count))
+            let rows = try await connection.query(
+                "SELECT column_name::text FROM information_schema.columns WHERE table_schema = 'ledger' AND table_name = \(name)",
+                logger: logger
+            ).collect()
+            let liveColumns = Set(try rows.map { try $0.decode(String.self) })
+            all = all.filter(liveColumns.contains)
+        }
         let liveSource = live ?? "(SELECT * FROM \(rebuilt) WHERE false)"
         // Rows as JSON, keyed; a row present on one side only is added or removed.
         let keyExpression = "jsonb_build_array(\(keys.map { "r.\($0)::text" }.joined(separator: ", ")))"

@@ -54,6 +54,14 @@ struct DemoStoriesService: Service {
         let started = ContinuousClock.now
         let client = DemoClient(ledgerBase: ledgerBase, apiKey: key, simulatorBase: simulatorBase, bundleId: bundleId)
         let results = try await DemoStories(client: client) { Output.line($0) }.runAll()
+        if let restored = results.first(where: { $0.story == "restored-subscription" }) {
+            let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
+                productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt"
+            ))
+            _ = try await ReplayStory(server: settings, verifier: verifier, sharedSecret: sharedSecret, bundleId: bundleId, logger: logger) {
+                Output.line($0)
+            }.run(replaying: restored)
+        }
         let elapsed = started.duration(to: .now)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
 

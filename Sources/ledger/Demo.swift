@@ -26,6 +26,13 @@ struct Demo: AsyncParsableCommand {
                               revokes it and the entitlement goes
               auto-renewable  renews on the sandbox clock (a month lasts
                               5 minutes), then lapses after the 6th renewal
+              restore         a subscription restored to a new tablet: the
+                              App Store lists its periods again under new
+                              ids; the audit keeps one purchase, one renewal
+              replay          on a scratch database: audit_trail built by a
+                              fold with a bug (restored periods paid twice),
+                              the rebuild's dry run naming the rows the fix
+                              changes, then the rebuild switching over
 
             Each step prints what was sent and what was answered; each story ends with the user's entitlements, balances and periods. Then it prints where to look next (the audit CSV, projections status, audit export) and stops, unless --keep-running. Takes a few seconds.
             """

@@ -98,14 +98,7 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 if let differences = report.differences {
                     Output.line("\(report.projection) v\(report.version) (dry run) against live v\(report.liveVersion.map(String.init) ?? "none") at position \(report.position): \(differences.count) rows differ")
                     for difference in differences.prefix(1_000) {
-                        Output.line("  \(difference.change.rawValue) \(difference.app)/\(difference.user) \(Self.describe(difference.key))")
-                        if let before = difference.before, let after = difference.after {
-                            for column in before.keys.sorted() where before[column] != after[column] {
-                                Output.line("      \(column): \(Self.value(before[column])) -> \(Self.value(after[column]))")
-                            }
-                        } else if let row = difference.after ?? difference.before {
-                            Output.line("      \(Self.describe(row))")
-                        }
+                        for line in difference.lines { Output.line("  " + line) }
                     }
                     if differences.count > 1_000 { Output.line("  … \(differences.count - 1_000) more (use --format json)") }
                 } else {
@@ -137,13 +130,6 @@ struct ProjectionsCommand: AsyncParsableCommand {
             }
         }
 
-        static func value(_ value: String??) -> String {
-            (value ?? nil).map { "'\($0)'" } ?? "NULL"
-        }
-
-        static func describe(_ values: [String: String?]) -> String {
-            values.keys.sorted().map { "\($0)=\(value(values[$0]))" }.joined(separator: " ")
-        }
     }
 
     struct Status: AsyncParsableCommand {

@@ -1,4 +1,8 @@
+import AppStore
 import LedgerDemo
+import LedgerProjections
+import LedgerStore
+import NIOHTTP1
 import Testing
 
 /// The stories `ledger demo` tells, each through HTTP against the simulator and a real PostgreSQL.
@@ -117,7 +121,51 @@ import Testing
             let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
             return try await DemoStories(client: client).runAll()
         }
-        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "auto-renewable"])
+        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "auto-renewable", "restored-subscription"])
         #expect(results.allSatisfy { $0.entitlements["userId"]?.string == $0.userId })
+    }
+}
+
+/// The replay story: a fold with a classification bug is live, the fixed version's dry run names
+/// exactly the finance rows the fix changes, and the rebuild switches over to the right answers.
+@Suite struct ReplayStoryTests {
+    @Test func aFixedClassificationRuleReplayedChangesExactlyTheRowsItShould() async throws {
+        try await APIHarness.run { api in try await Self.replay(api) }
+    }
+
+    static func replay(_ api: APIHarness) async throws {
+        let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+        let stories = DemoStories(client: client)
+        try await stories.defineCatalog()
+        let restored = try await stories.restoredSubscription()
+
+        // The live ledger already books one purchase and one renewal: the restores are no money.
+        let audit = restored["audit"]?.answer["events"]?.array ?? []
+        #expect(audit.map { $0["event"]?.string } == ["purchase", "renewal"], "\(audit)")
+        let paid = Set(audit.compactMap { $0["transactionId"]?.string })
+        let restores = Set((restored["restore"]?.answer["transactions"]?.array ?? []).compactMap { $0["transactionId"]?.string })
+            .subtracting(paid)
+        #expect(restores.count == 2, "the App Store listed both periods again under new ids")
+
+        let secret = try await api.simulator(.GET, "/admin/apps/\(APIHarness.app)").json["sharedSecret"] as? String
+        let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
+            productionURL: api.simulatorBase + "/production/verifyReceipt", sandboxURL: api.simulatorBase + "/sandbox/verifyReceipt"
+        ))
+        let replay = try await ReplayStory(server: api.settings, verifier: verifier, sharedSecret: secret, bundleId: APIHarness.app,
+                                           logger: APIHarness.logger).run(replaying: restored)
+
+        // With the bug, each restored period was another paid renewal.
+        #expect(replay.rowsBefore.filter { $0.event == "renewal" }.count == 3)
+        #expect(replay.liveVersionBefore == AuditTrailProjection.version - 1)
+        // The dry run names exactly those two rows, as removed, with their transactions.
+        #expect(replay.differences.count == 2)
+        #expect(replay.differences.allSatisfy { $0.change == .removed && $0.user == restored.userId })
+        #expect(Set(replay.differences.compactMap { ($0.before?["transaction_id"]) ?? nil }) == restores)
+        #expect(replay.differences.allSatisfy { ($0.before?["event"] ?? nil) == "renewal" && ($0.before?["price"] ?? nil) == "4.99" })
+        #expect(replay.differences.allSatisfy { $0.lines.first?.contains("transaction ") == true })
+        // Switched over: the view reads the fixed version, with one payment per period.
+        #expect(replay.liveVersionAfter == AuditTrailProjection.version)
+        #expect(replay.rowsAfter.map(\.event) == ["purchase", "renewal"])
+        #expect(Set(replay.rowsAfter.map(\.transactionId)) == paid)
     }
 }

@@ -24,15 +24,30 @@ import Foundation
 ///   recorded, in the user's currency; a device price that differs from the catalog's is kept, and
 ///   the catalog's is shown beside it. Sandbox and family-shared transactions are never revenue.
 public enum TransactionClassifier {
-    public static let version = 2
+    public static var version: Int { Rules.current.version }
 
-    public static func classify(_ facts: TransactionFacts, catalog: ProductCatalog) -> [UserLedger.Transaction] {
+    /// A version of the rules. Every reader uses `current`; an older version is kept only where
+    /// a replay has to show what a fix changed (`ledger demo`'s replay story, and its test).
+    public struct Rules: Hashable, Sendable {
+        public let version: Int
+        /// Auto-renewables: one payment per `web_order_line_item_id`. Without it (version 1, the
+        /// verdict the ledger took at ingest before it kept Apple's facts) every transaction of a
+        /// chain that is not its original and is not a restore recorded as such is a paid
+        /// renewal, so a restored or re-identified period is counted a second time.
+        public let onePaymentPerWebOrder: Bool
+
+        public static let current = Rules(version: 2, onePaymentPerWebOrder: true)
+        /// The rule with the bug version 2 fixed, for replays that show the fix.
+        public static let version1 = Rules(version: 1, onePaymentPerWebOrder: false)
+    }
+
+    public static func classify(_ facts: TransactionFacts, catalog: ProductCatalog, rules: Rules = .current) -> [UserLedger.Transaction] {
         let observations = facts.order.compactMap { facts.observed[$0] }
         var judged: [String: UserLedger.Transaction] = [:]
         for observation in observations {
             judged[observation.transactionId] = base(observation, catalog: catalog)
         }
-        classifyAutoRenewables(observations, into: &judged)
+        classifyAutoRenewables(observations, rules: rules, into: &judged)
         classifyOthers(observations, into: &judged)
         applyRefunds(observations, facts: facts, into: &judged)
         price(observations, facts: facts, catalog: catalog, into: &judged)
@@ -72,12 +87,14 @@ public enum TransactionClassifier {
         return a.transactionId < b.transactionId
     }
 
-    private static func classifyAutoRenewables(_ observations: [TransactionFacts.Observed], into judged: inout [String: UserLedger.Transaction]) {
+    private static func classifyAutoRenewables(
+        _ observations: [TransactionFacts.Observed], rules: Rules, into judged: inout [String: UserLedger.Transaction]
+    ) {
         let subscriptions = observations.compactMap { judged[$0.transactionId] }.filter { $0.productType == .autoRenewable }
         // One payment per line item; the rest restore it.
         var payments: [String: UserLedger.Transaction] = [:]
         for transaction in subscriptions.sorted(by: earlier) {
-            if let lineItem = transaction.webOrderLineItemId {
+            if rules.onePaymentPerWebOrder, let lineItem = transaction.webOrderLineItemId {
                 if let payment = payments[lineItem] {
                     judged[transaction.transactionId]?.kind = .restore
                     judged[transaction.transactionId]?.restores = payment.transactionId

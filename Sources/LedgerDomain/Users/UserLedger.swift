@@ -139,6 +139,8 @@ public struct UserLedger: Hashable, Sendable {
     public private(set) var finishPositions: [String: Int64] = [:]
     /// The catalog the transactions are classified with.
     public private(set) var catalog = ProductCatalog()
+    /// The rules they are classified by: `.current` but in replays that show a fix.
+    public private(set) var rules = TransactionClassifier.Rules.current
 
     /// The transactions as classified, by id, and their order (the order they were recorded).
     public private(set) var transactions: [String: Transaction] = [:]
@@ -215,15 +217,16 @@ public struct UserLedger: Hashable, Sendable {
 
     /// The same state with its transactions judged with `catalog` (the app's catalog, with its
     /// history: each fact sees the catalog as it stood when the fact was recorded).
-    public func classified(by catalog: ProductCatalog) -> UserLedger {
+    public func classified(by catalog: ProductCatalog, rules: TransactionClassifier.Rules = .current) -> UserLedger {
         var copy = self
         copy.catalog = catalog
+        copy.rules = rules
         copy.classify()
         return copy
     }
 
     private mutating func classify() {
-        let judged = TransactionClassifier.classify(facts, catalog: catalog)
+        let judged = TransactionClassifier.classify(facts, catalog: catalog, rules: rules)
         transactions = Dictionary(uniqueKeysWithValues: judged.map { ($0.transactionId, $0) })
         order = judged.map(\.transactionId)
         var deliveries: [Delivery] = judged.compactMap { transaction in
