@@ -134,7 +134,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     /// A transaction belongs to the first user of the app who posted it.
     private func refuseTransactionsOfOtherUsers(_ events: [PendingEvent], stream: StreamID) async throws {
         let found = try await store.recorded(events.compactMap(\.deduplicationKey))
-        if let foreign = found.values.first(where: { $0.streamID != stream.rawValue }) {
+        // The last of them: an append records the post before the transactions it brought.
+        if let foreign = found.values.filter({ $0.streamID != stream.rawValue }).max(by: { $0.position < $1.position }) {
             throw CommandError.ownedByAnotherUser(position: foreign.position)
         }
     }

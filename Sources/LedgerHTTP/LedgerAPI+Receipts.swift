@@ -4,6 +4,7 @@ import Hummingbird
 import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import Logging
 
 extension LedgerAPI {
     struct ReceiptBody: Decodable, Sendable {
@@ -78,16 +79,29 @@ extension LedgerAPI {
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
         ))
-        let elsewhere = try await handler.transactionsHeldElsewhere(
-            receipt.transactions.map(\.transactionId), app: app, environment: receipt.environment, user: body.userId
-        )
-        let outcome = try await execute(app: app, user: body.userId, context) { state, _ in
-            let decision = try UserDecisions.observeReceipt(
-                answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
-                excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
+        // Transactions another user holds are left out. When another user's post of one of them
+        // lands between this check and the append, the append records nothing and is decided again.
+        var attempt = 0
+        var elsewhere: [String: Int64]
+        var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
+        while true {
+            attempt += 1
+            elsewhere = try await handler.transactionsHeldElsewhere(
+                receipt.transactions.map(\.transactionId), app: app, environment: receipt.environment, user: body.userId
             )
-            let duplicates = decision.duplicates.map { DuplicateItem(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
-            return (decision.events, duplicates)
+            do {
+                outcome = try await execute(app: app, user: body.userId, context) { [elsewhere] state, _ in
+                    let decision = try UserDecisions.observeReceipt(
+                        answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
+                        excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
+                    )
+                    let duplicates = decision.duplicates.map { DuplicateItem(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
+                    return (decision.events, duplicates)
+                }
+                break
+            } catch let error as CommandError where error.code == .ownedByAnotherUser && attempt < 3 {
+                context.logger.debug("another user recorded a transaction of the receipt meanwhile; deciding again")
+            }
         }
 
         var recorded: [RecordedItem] = []
