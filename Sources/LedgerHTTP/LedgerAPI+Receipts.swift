@@ -78,9 +78,18 @@ extension LedgerAPI {
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
         ))
-        let elsewhere = try await handler.transactionsHeldElsewhere(
-            receipt.transactions.map(\.transactionId), app: app, environment: receipt.environment, user: body.userId
+        // A transaction is held elsewhere when its own id is, or its original's: a renewal, upgrade or
+        // restore of another user's purchase (on a shared device's receipt) is theirs too.
+        let held = try await handler.transactionsHeldElsewhere(
+            Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] })),
+            app: app, environment: receipt.environment, user: body.userId
         )
+        var elsewhere: [String: Int64] = [:]
+        for transaction in receipt.transactions {
+            if let position = held[transaction.transactionId] ?? held[transaction.originalTransactionId] {
+                elsewhere[transaction.transactionId] = position
+            }
+        }
         let outcome = try await execute(app: app, user: body.userId, context) { state, _ in
             let decision = try UserDecisions.observeReceipt(
                 answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,

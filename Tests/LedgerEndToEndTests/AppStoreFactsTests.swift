@@ -128,27 +128,39 @@ import Testing
         try await APIHarness.run { api in
             try await api.defineProduct("levels", type: "non_consumable")
             try await api.defineProduct("coins", type: "consumable")
-            // One Apple account on a family iPad: alice buys, then bob.
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M")
+            // One Apple account on a family iPad: alice buys and subscribes, then bob buys once her subscription renewed.
             let alices = try await api.buy("ipad", "levels")
-            let first = try await api.ingest("alice", device: "ipad", receipt: alices.receipt)
-            #expect(first.kinds == ["receipt", "purchase"])
+            let subscription = try await api.buy("ipad", "pro.monthly")
+            let first = try await api.ingest("alice", device: "ipad", receipt: subscription.receipt)
+            #expect(first.kinds == ["receipt", "purchase", "purchase", "renewal_info"], "\(first.text)")
+            _ = try await api.simulator(.POST, "/admin/clock/advance", ["minutes": 6])
             let bobs = try await api.buy("ipad", "coins", quantity: 2)
+            let renewal = try #require(
+                (try await api.simulator(.GET, "/admin/users/ipad/apps/\(Self.app)").json["transactions"] as? [[String: Any]])?
+                    .first { $0["productId"] as? String == "pro.monthly" && $0["transactionId"] as? String != subscription.transactionId }?["transactionId"]
+                    as? String
+            )
 
             let bob = try await api.ingest("bob", device: "ipad", receipt: bobs.receipt)
             #expect(bob.status == 200, "\(bob.text)")
-            #expect(bob.kinds == ["receipt", "purchase"])
+            #expect(bob.kinds == ["receipt", "purchase"], "\(bob.text)")
             #expect(bob.recorded.last?["transactionId"] as? String == bobs.transactionId)
             let notRecorded = bob.json["notRecorded"] as? [[String: Any]] ?? []
-            #expect(notRecorded.map { $0["transactionId"] as? String } == [alices.transactionId])
-            #expect(notRecorded.first?["reason"] as? String == "held_by_another_user")
+            #expect(Set(notRecorded.compactMap { $0["transactionId"] as? String }) == [alices.transactionId, subscription.transactionId, renewal],
+                    "alice's renewal belongs to her subscription: \(bob.text)")
+            #expect(notRecorded.allSatisfy { $0["reason"] as? String == "held_by_another_user" })
             #expect(!bob.text.contains("alice"), "the answer never names the other user")
             #expect((bob.entitlements["owned"] as? [Any])?.isEmpty == true)
+            #expect((bob.entitlements["subscriptions"] as? [Any])?.isEmpty == true, "\(bob.text)")
             #expect((bob.entitlements["consumables"] as? [[String: Any]])?.first?["balance"] as? Int == 2)
 
-            // Alice posting the same later receipt gets her own, and bob's is left to him.
+            // Alice posting the same later receipt gets her own (the renewal too), and bob's is left to him.
             let alice = try await api.ingest("alice", device: "ipad", receipt: bobs.receipt)
             #expect(alice.status == 200)
-            #expect(alice.recorded.isEmpty && alice.duplicates == [alices.transactionId], "\(alice.text)")
+            #expect(alice.recorded.filter { $0["kind"] as? String == "renewal" }.map { $0["transactionId"] as? String } == [renewal],
+                    "\(alice.text)")
+            #expect(Set(alice.duplicates) == [alices.transactionId, subscription.transactionId], "\(alice.text)")
             #expect((alice.json["notRecorded"] as? [[String: Any]])?.map { $0["transactionId"] as? String } == [bobs.transactionId])
             #expect((alice.entitlements["owned"] as? [[String: Any]])?.map { $0["productId"] as? String } == ["levels"])
             #expect((alice.entitlements["consumables"] as? [Any])?.isEmpty == true)
@@ -158,7 +170,9 @@ import Testing
             #expect(bobRows.map { $0["transactionId"] as? String } == [bobs.transactionId], "\(bobRows)")
             #expect(bobRows.first?["amount"] as? String == "1.98")
             let aliceRows = try await api.audit(user: "alice", after: position)
-            #expect(aliceRows.map { $0["transactionId"] as? String } == [alices.transactionId], "\(aliceRows)")
+            #expect(aliceRows.map { $0["transactionId"] as? String } == [alices.transactionId, subscription.transactionId, renewal],
+                    "\(aliceRows)")
+            #expect(aliceRows.map { $0["event"] as? String } == ["purchase", "purchase", "renewal"])
         }
     }
 
