@@ -44,7 +44,7 @@ extension LedgerAPI {
     /// A transaction of the receipt this post did not record, and why.
     struct NotRecordedItem: Encodable, Sendable {
         let transactionId: String
-        /// held_by_another_user: another user of the app posted it first; it stays theirs.
+        /// held_by_another_user: another user of the app posted it (or its original transaction) first; it stays theirs.
         let reason: String
         let message: String
     }
@@ -115,7 +115,7 @@ extension LedgerAPI {
         }
         let notRecorded = elsewhere.keys.sorted().map {
             NotRecordedItem(transactionId: $0, reason: "held_by_another_user",
-                            message: "another user of the app posted this transaction first; it stays theirs and was not recorded for this user")
+                            message: "another user of the app posted this transaction (or its original transaction) first; it stays theirs and was not recorded for this user")
         }
         // Nothing new: the answer names where the receipt's transactions already are.
         let position = outcome.append == nil && !duplicates.isEmpty
