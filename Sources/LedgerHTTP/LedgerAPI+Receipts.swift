@@ -45,7 +45,7 @@ extension LedgerAPI {
     /// A transaction of the receipt this post did not record, and why.
     struct NotRecordedItem: Encodable, Sendable {
         let transactionId: String
-        /// held_by_another_user: another user of the app posted it first; it stays theirs.
+        /// held_by_another_user: another user of the app posted it (or its original transaction) first; it stays theirs.
         let reason: String
         let message: String
     }
@@ -79,16 +79,25 @@ extension LedgerAPI {
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
         ))
-        // Transactions another user holds are left out. When another user's post of one of them
-        // lands between this check and the append, the append records nothing and is decided again.
+        // Transactions another user holds are left out: a transaction is held elsewhere when its own
+        // id is, or its original's (a renewal, upgrade or restore of another user's purchase, on a
+        // shared device's receipt, is theirs too). When another user's post of one of them lands
+        // between this check and the append, the append records nothing and is decided again.
         var attempt = 0
         var elsewhere: [String: Int64]
         var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
         while true {
             attempt += 1
-            elsewhere = try await handler.transactionsHeldElsewhere(
-                receipt.transactions.map(\.transactionId), app: app, environment: receipt.environment, user: body.userId
+            let held = try await handler.transactionsHeldElsewhere(
+                Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] })),
+                app: app, environment: receipt.environment, user: body.userId
             )
+            elsewhere = [:]
+            for transaction in receipt.transactions {
+                if let position = held[transaction.transactionId] ?? held[transaction.originalTransactionId] {
+                    elsewhere[transaction.transactionId] = position
+                }
+            }
             do {
                 outcome = try await execute(app: app, user: body.userId, context) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
@@ -120,7 +129,7 @@ extension LedgerAPI {
         }
         let notRecorded = elsewhere.keys.sorted().map {
             NotRecordedItem(transactionId: $0, reason: "held_by_another_user",
-                            message: "another user of the app posted this transaction first; it stays theirs and was not recorded for this user")
+                            message: "another user of the app posted this transaction (or its original transaction) first; it stays theirs and was not recorded for this user")
         }
         // Nothing new: the answer names where the receipt's transactions already are.
         let position = outcome.append == nil && !duplicates.isEmpty

@@ -20,6 +20,9 @@ struct APIHarness: Sendable {
 
     let base: String
     let simulatorBase: String
+    /// With `run(productionSimulator: true)`: a second simulator, of the production environment,
+    /// behind the verifier's production URL (the first stays behind its sandbox URL).
+    var productionSimulatorBase: String? = nil
     let client: PostgresClient
     let settings: DatabaseSettings
     /// Keys of `app`: all scopes, and one per scope.
@@ -80,22 +83,40 @@ struct APIHarness: Sendable {
         try await Self.send(method, simulatorBase + path, key: nil, json: body)
     }
 
-    /// Defines a product in both the simulator and the ledger's catalog.
-    func defineProduct(_ productId: String, type: String, duration: String? = nil, group: String? = nil) async throws {
+    /// The production simulator's admin API (`run(productionSimulator: true)` only).
+    func productionSimulator(_ method: HTTPMethod, _ path: String, _ body: [String: Any]? = nil) async throws -> Answer {
+        guard let productionSimulatorBase else { throw HarnessError(message: "run the harness with productionSimulator: true") }
+        return try await Self.send(method, productionSimulatorBase + path, key: nil, json: body)
+    }
+
+    /// Defines a product in the simulator (both, with a production simulator) and the ledger's catalog.
+    /// `simulatorOptions` go to the simulator only (group, level, familyShareable, introOffer); `group`
+    /// and `prices` to the ledger.
+    func defineProduct(
+        _ productId: String, type: String, duration: String? = nil, group: String? = nil,
+        prices: [String: String] = ["USD": "0.99"], simulatorOptions: [String: Any] = [:]
+    ) async throws {
         var body: [String: Any] = ["type": type]
         if let duration { body["duration"] = duration }
-        let simulated = try await simulator(.PUT, "/admin/apps/\(Self.app)/products/\(productId)", body)
+        let simulatorBody = body.merging(simulatorOptions) { $1 }
+        let simulated = try await simulator(.PUT, "/admin/apps/\(Self.app)/products/\(productId)", simulatorBody)
         guard simulated.status == 200 else { throw HarnessError(message: "simulator product: \(simulated.status) \(simulated.text)") }
+        if productionSimulatorBase != nil {
+            let production = try await productionSimulator(.PUT, "/admin/apps/\(Self.app)/products/\(productId)", simulatorBody)
+            guard production.status == 200 else { throw HarnessError(message: "production simulator product: \(production.status) \(production.text)") }
+        }
         if let group { body["group"] = group }
-        body["prices"] = ["USD": "0.99"]
+        body["prices"] = prices
         let defined = try await send(.PUT, "/v1/apps/\(Self.app)/products/\(productId)", key: allKey, json: body)
         guard defined.status == 200 else { throw HarnessError(message: "ledger product: \(defined.status) \(defined.text)") }
     }
 
     /// Buys in the simulator; returns the transaction id and the app receipt.
-    func buy(_ user: String, _ productId: String, quantity: Int = 1) async throws -> (transactionId: String, receipt: String) {
-        _ = try await simulator(.POST, "/admin/users", ["userId": user])
-        let answer = try await simulator(.POST, "/admin/purchases", ["userId": user, "bundleId": Self.app, "productId": productId, "quantity": quantity])
+    /// `production: true` buys in the production simulator.
+    func buy(_ user: String, _ productId: String, quantity: Int = 1, production: Bool = false) async throws -> (transactionId: String, receipt: String) {
+        let admin = production ? productionSimulator : simulator
+        _ = try await admin(.POST, "/admin/users", ["userId": user])
+        let answer = try await admin(.POST, "/admin/purchases", ["userId": user, "bundleId": Self.app, "productId": productId, "quantity": quantity])
         guard answer.status == 201, let transaction = answer.json["transaction"] as? [String: Any],
               let id = transaction["transactionId"] as? String, let receipt = answer.json["receipt"] as? String
         else { throw HarnessError(message: "simulator purchase: \(answer.status) \(answer.text)") }
@@ -127,20 +148,42 @@ struct APIHarness: Sendable {
         appStoreRetry: RetryPolicy = .none,
         readWait: Duration = .seconds(30),
         runProjections: Bool = true,
+        productionSimulator: Bool = false,
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
         return try await TestDatabase.withDatabase(name) { client, settings in
+            // With two simulators both sign with one key, so each can open the other's receipts and
+            // answer 21007/21008 as Apple's two environments do (else 21003).
+            let signingKey: String? = productionSimulator ? "harness-\(UUID().uuidString)" : nil
             let simulatorPort = PortReporter()
             let simulator = AppStoreSimulator(
-                configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger
+                configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox, signingKey: signingKey), logger: logger
             ) { simulatorPort.report($0) }
-            return try await withRunningServices([simulator], logger: logger) {
+            var services: [AppStoreSimulator] = [simulator]
+            let productionPort = PortReporter()
+            if productionSimulator {
+                // Transaction ids start from the wall clock's millisecond: a later start keeps the two apart.
+                try await Task.sleep(for: .milliseconds(5))
+                services.append(AppStoreSimulator(
+                    configuration: .init(host: "127.0.0.1", port: 0, environment: .production, signingKey: signingKey), logger: logger
+                ) { productionPort.report($0) })
+            }
+            return try await withRunningServices(services, logger: logger) {
                 let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
                 // PUT creates the app in the simulator with a random secret (a GET of an unknown app is a 404,
                 // which left the ledger without the secret and auto-renewable receipts answering 21004).
                 let secret = try await send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil).json["sharedSecret"] as? String
-                guard secret != nil else { throw HarnessError(message: "the simulator did not create app \(app)") }
+                guard let secret else { throw HarnessError(message: "the simulator did not create app \(app)") }
+                var productionBase: String?
+                if productionSimulator {
+                    let base = "http://127.0.0.1:\(try await productionPort.port())"
+                    let created = try await send(.PUT, base + "/admin/apps/\(app)", key: nil, json: ["sharedSecret": secret])
+                    guard created.json["sharedSecret"] as? String == secret else {
+                        throw HarnessError(message: "the production simulator did not take the shared secret: \(created.text)")
+                    }
+                    productionBase = base
+                }
                 let registry = AppRegistry(client: client, logger: logger)
                 try await registry.addApp(app, sharedSecret: secret)
                 var keys: [String: String] = [:]
@@ -148,7 +191,8 @@ struct APIHarness: Sendable {
                 for scope in APIScope.allCases { keys[scope.rawValue] = try await registry.createKey(app: app, scopes: [scope]).token }
 
                 let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
-                    productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt",
+                    productionURL: (productionBase ?? simulatorBase) + "/production/verifyReceipt",
+                    sandboxURL: simulatorBase + "/sandbox/verifyReceipt",
                     timeout: .seconds(10), retry: appStoreRetry
                 ))
                 let server = LedgerServer(
@@ -163,7 +207,7 @@ struct APIHarness: Sendable {
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
-                        client: client, settings: settings, keys: keys
+                        productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys
                     )
                     return try await body(harness)
                 }
