@@ -17,7 +17,7 @@ extension Bench {
             commandName: "http",
             abstract: "Load the HTTP API on loopback: receipts ingested/s and entitlement reads/s, against `bench append`.",
             discussion: """
-                Runs the ledger's server and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (a device and a purchase: one append of two events). Then --reads entitlement reads of those users. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s.
+                Runs the ledger's server and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (the post and the transaction observed: one append of two events, after the receipt and the App Store's answer are kept). Then --reads entitlement reads of those users. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s.
                 """
         )
 

@@ -14,8 +14,19 @@ struct ProjectionPropertyTests {
         try await TestDatabase.withDatabase("property\(seed)") { client, settings in
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
             _ = try await HistorySeeder(store: store, logger: TestDatabase.logger).run(
-                .init(apps: 2, users: 12, events: 300, concurrency: 3, seed: UInt64(seed))
+                .init(apps: 2, users: 6, events: 300, concurrency: 3, seed: UInt64(seed))
             )
+            // The history holds Apple's shapes, not only plain purchases.
+            let shapes = try await client.query(
+                """
+                SELECT count(*) FILTER (WHERE data::text LIKE '%FAMILY_SHARED%'), count(*) FILTER (WHERE data::text LIKE '%"is_upgraded": "true"%'),
+                       count(*) FILTER (WHERE data::text LIKE '%"is_trial_period": "true"%'), count(*) FILTER (WHERE data::text LIKE '%origin-%'),
+                       count(*) FILTER (WHERE data::text LIKE '%cancellation_reason%')
+                FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1'
+                """, logger: TestDatabase.logger
+            ).collect()
+            let counts = try #require(shapes.first).decode((Int, Int, Int, Int, Int).self)
+            #expect([counts.0, counts.1, counts.2, counts.3, counts.4].filter { $0 > 0 }.count == 5, "\(counts)")
             var random = SplitMix(seed: UInt64(seed))
             let head = try await store.headPosition()
             // Several runners in a row, each with its own batch size, each stopped early.

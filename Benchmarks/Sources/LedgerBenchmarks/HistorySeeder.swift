@@ -10,8 +10,11 @@ import Logging
 /// Each app gets a catalog with every product type. Each user buys consumables and uses some,
 /// buys a non-consumable and re-buys or restores it on other devices, subscribes (auto-renewable,
 /// renewing monthly until it lapses), stacks non-renewing periods, finishes most transactions,
-/// sometimes gets refunded, and sometimes posts the same receipt twice. The same seed writes the
-/// same history.
+/// sometimes gets refunded, and sometimes posts the same receipt twice. Every fourth round also
+/// brings one of Apple's other shapes: a restored period sharing its web order, an upgrade that
+/// cuts a period short, a family member's copy, a free trial of a product the catalog lacks, a
+/// restore of a purchase the ledger never saw, or a refund that arrives with its transaction. The
+/// same seed writes the same history.
 public struct HistorySeeder: Sendable {
     public struct Options: Sendable {
         public var apps: Int
@@ -50,7 +53,10 @@ public struct HistorySeeder: Sendable {
             try Product(productId: "coins.100", type: .consumable, referenceName: "100 coins", prices: ["USD": "0.99", "EUR": "0.99"]),
             try Product(productId: "coins.1000", type: .consumable, referenceName: "1000 coins", prices: ["USD": "7.99"]),
             try Product(productId: "levels.pack", type: .nonConsumable, referenceName: "Level pack", prices: ["USD": "2.99"]),
-            try Product(productId: "pro.monthly", type: .autoRenewable, duration: ISODuration(parsing: "P1M"), prices: ["USD": "4.99"]),
+            try Product(productId: "pro.monthly", type: .autoRenewable, duration: ISODuration(parsing: "P1M"), subscriptionGroup: "pro",
+                        prices: ["USD": "4.99"]),
+            try Product(productId: "pro.yearly", type: .autoRenewable, duration: ISODuration(parsing: "P1Y"), subscriptionGroup: "pro",
+                        prices: ["USD": "39.99"]),
             try Product(productId: "gold.month", type: .nonRenewing, duration: ISODuration(parsing: "P1M"), subscriptionGroup: "gold", prices: ["USD": "3.99"]),
             try Product(productId: "gold.week", type: .nonRenewing, duration: ISODuration(parsing: "P7D"), subscriptionGroup: "gold", prices: ["USD": "1.49"]),
             try Product(productId: "news.free", type: .freeSubscription),
@@ -134,6 +140,46 @@ public struct HistorySeeder: Sendable {
             purchase("levels.pack", "9", offset: 30)
         default:
             purchase("coins.100", "0", quantity: 2)
+            // Apple's other shapes, in turn across users and rounds, so that every history of a few users holds them all.
+            let subscription = "\(index)\(String(format: "%04d", round - 3))4"
+            let renewal = "\(index)\(String(format: "%04d", round - 1))8"
+            let subscribed = base.addingTimeInterval(120 - 3 * 86_400 * 30)
+            switch (index + round / 4) % 6 {
+            case 0:
+                // A restored period: a new id sharing the purchase's web order.
+                var restored = fields(id("r"), subscription, "pro.monthly", quantity: 1, purchased: subscribed,
+                                      expires: subscribed.addingTimeInterval(30 * 86_400))
+                restored["web_order_line_item_id"] = "9\(subscription)"
+                transactions.append(restored)
+            case 1:
+                // An upgrade: the renewal's period cut short (is_upgraded), the new product in the chain.
+                var upgraded = fields(renewal, subscription, "pro.monthly", quantity: 1, purchased: base.addingTimeInterval(-60 * 86_400),
+                                      expires: base.addingTimeInterval(-30 * 86_400))
+                upgraded["is_upgraded"] = "true"
+                upgraded["cancellation_date_ms"] = String(base.addingTimeInterval(-40 * 86_400).milliseconds)
+                transactions.append(upgraded)
+                transactions.append(fields(id("u"), subscription, "pro.yearly", quantity: 1, purchased: base.addingTimeInterval(-40 * 86_400),
+                                           expires: base.addingTimeInterval(325 * 86_400)))
+            case 2:
+                // A family member's copy: access, no money.
+                var shared = fields(id("f"), id("f"), "levels.pack", quantity: 1, purchased: base, expires: nil)
+                shared["in_app_ownership_type"] = "FAMILY_SHARED"
+                transactions.append(shared)
+            case 3:
+                // A free trial of a product the catalog does not define.
+                var trial = fields(id("t"), id("t"), "trial.weekly", quantity: 1, purchased: base, expires: base.addingTimeInterval(7 * 86_400))
+                trial["is_trial_period"] = "true"
+                transactions.append(trial)
+            case 4:
+                // A restore of a purchase made before the ledger saw this user.
+                transactions.append(fields(id("o"), "origin-\(index)", "levels.pack", quantity: 1, purchased: base, expires: nil))
+            default:
+                // Refunded by Apple: the cancellation arrives with the transaction.
+                var refunded = fields(id("c"), id("c"), "coins.1000", quantity: 1, purchased: base, expires: nil)
+                refunded["cancellation_date_ms"] = String(base.addingTimeInterval(3_600).milliseconds)
+                refunded["cancellation_reason"] = "0"
+                transactions.append(refunded)
+            }
         }
         let answer = AppStoreAnswer(
             receiptHash: AppStoreReceiptVerifier.sha256Hex("seed \(user) \(round)"), answerHash: AppStoreReceiptVerifier.sha256Hex("answer \(user) \(round)"),
