@@ -80,7 +80,7 @@ public struct ReplayStory: Sendable {
                                   prices: ["USD": "4.99"])
         printer("")
         printer("== Replay: a classification bug fixed in a new fold version, and the past answers fixed by a rebuild ==")
-        let scratch = "\(server.database)_replay_\(UInt32.random(in: 0...UInt32.max))"
+        let scratch = "\(server.database.prefix(40))_replay_\(UInt32.random(in: 0...UInt32.max))"
         printer("1. A scratch database, \(scratch), on the same server: the story swaps a projection's live version, so it never does that to the ledger's own")
         try await LedgerDatabase.recreate(database: scratch, on: server, logger: logger)
         do {

@@ -2,6 +2,7 @@ import Foundation
 import LedgerHTTP
 import LedgerTesting
 import NIOHTTP1
+import PostgresNIO
 import Testing
 
 /// The App Store's receipt shapes, each driven through the HTTP API against the simulator and a
@@ -51,6 +52,24 @@ import Testing
                                              key: api.keys["read"])
             let paid = (periods.json["periods"] as? [[String: Any]] ?? []).compactMap { $0["transactionId"] as? String }
             #expect(Set(paid) == [bought.transactionId, renewalId], "\(periods.text)")
+
+            // Ingest judged nothing: the stream holds facts only, and each observation holds every
+            // field Apple sent for the transaction, as sent.
+            let types = try await api.client.query(
+                "SELECT DISTINCT event_type FROM ledger.events WHERE stream_id = \("user/\(Self.app)/alice")"
+            ).collect().map { try $0.decode(String.self) }
+            #expect(Set(types) == ["ReceiptPosted.v1", "AppStoreTransactionObserved.v1", "RenewalInfoObserved.v1"])
+            let secret = try await api.simulator(.GET, "/admin/apps/\(Self.app)").json["sharedSecret"] as? String
+            let raw = try await APIHarness.send(.POST, api.simulatorBase + "/sandbox/verifyReceipt", key: nil, json: [
+                "receipt-data": try #require(restore.json["receipt"] as? String), "password": secret ?? "",
+            ])
+            let rawRenewal = try #require((raw.json["latest_receipt_info"] as? [[String: Any]])?.first { $0["transaction_id"] as? String == renewalId })
+            let stored = try await api.client.query(
+                "SELECT (data->'fields')::text FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1' AND data->>'transactionId' = \(renewalId)"
+            ).collect().map { try $0.decode(String.self) }
+            let fields = try #require(stored.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] })
+            #expect(Set(fields.keys) == Set(rawRenewal.keys), "every field Apple sent")
+            #expect(rawRenewal.allSatisfy { key, value in fields[key] == "\(value)" })
         }
     }
 
@@ -309,7 +328,8 @@ import Testing
             #expect(old["end"] as? String == new["start"] as? String)
             let oldStart = try #require(date(old["start"]))
             let oldEnd = try #require(date(old["end"]))
-            #expect(abs(oldEnd.timeIntervalSince(oldStart) - 120) < 5, "two of the sandbox month's five minutes: \(old)")
+            // The clock moved two minutes before the upgrade (plus the test's own running time): cut short within the five-minute month.
+            #expect(oldEnd.timeIntervalSince(oldStart) >= 120 && oldEnd.timeIntervalSince(oldStart) < 300, "\(old)")
             #expect(old["group"] as? String == "pro" && new["group"] as? String == "pro")
 
             let after = try #require(date(new["start"])).addingTimeInterval(1)
