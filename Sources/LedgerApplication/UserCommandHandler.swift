@@ -35,10 +35,17 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
 
     /// Decides and appends, retrying on version conflicts. `decide` must be pure: it may run
     /// several times.
+    ///
+    /// Before appending, the events' deduplication keys are looked up, and keys another user's
+    /// stream holds refuse the command (a transaction belongs to the first user who posted it).
+    /// A caller that has already left such transactions out (`transactionsHeldElsewhere`) passes
+    /// `othersChecked: true` to save the lookup; a claim that lands between its check and the
+    /// append is still refused, from the append's own answer.
     public func execute<Value: Sendable>(
         app bundleID: String,
         user userID: String,
         metadata: [String: String] = [:],
+        othersChecked: Bool = false,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> Outcome<Value> {
         let stream = try StreamID.user(app: bundleID, user: userID)
@@ -52,7 +59,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
             }
-            try await refuseTransactionsOfOtherUsers(events, stream: stream)
+            if !othersChecked { try await refuseTransactionsOfOtherUsers(events, stream: stream) }
             let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
             do {
                 let result = try await store.append(

@@ -75,10 +75,14 @@ extension LedgerAPI {
 
         let receipt = try await verify(body.receiptData, app: app, context: context)
         let answer = receipt.appStoreAnswer
-        try await receipts.keep(ReceiptArchive.Document(
+        // Kept before any fact that names it is appended; looked up meanwhile: what others hold.
+        async let kept: Void = receipts.keep(ReceiptArchive.Document(
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
         ))
+        let claimed = Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] }))
+        async let heldAtFirst = handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
+        try await kept
         // Transactions another user holds are left out: a transaction is held elsewhere when its own
         // id is, or its original's (a renewal, upgrade or restore of another user's purchase, on a
         // shared device's receipt, is theirs too). When another user's post of one of them lands
@@ -88,10 +92,9 @@ extension LedgerAPI {
         var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
         while true {
             attempt += 1
-            let held = try await handler.transactionsHeldElsewhere(
-                Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] })),
-                app: app, environment: receipt.environment, user: body.userId
-            )
+            let held = attempt == 1
+                ? try await heldAtFirst
+                : try await handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
             elsewhere = [:]
             for transaction in receipt.transactions {
                 if let position = held[transaction.transactionId] ?? held[transaction.originalTransactionId] {
@@ -99,7 +102,7 @@ extension LedgerAPI {
                 }
             }
             do {
-                outcome = try await execute(app: app, user: body.userId, context) { [elsewhere] state, _ in
+                outcome = try await execute(app: app, user: body.userId, context, othersChecked: true) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
                         answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
                         excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state

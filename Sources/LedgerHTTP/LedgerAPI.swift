@@ -212,10 +212,10 @@ extension LedgerAPI {
 
     /// Runs a command on the user's stream.
     func execute<Value: Sendable>(
-        app: String, user: String, _ context: LedgerRequestContext,
+        app: String, user: String, _ context: LedgerRequestContext, othersChecked: Bool = false,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
-        try await handler.execute(app: app, user: user, metadata: Self.metadata(context), decide)
+        try await handler.execute(app: app, user: user, metadata: Self.metadata(context), othersChecked: othersChecked, decide)
     }
 }
 
