@@ -25,7 +25,10 @@ struct AppStoreSim: AsyncParsableCommand {
               PUT    /admin/apps/{bundleId}/products/{productId}
                        {"type": consumable | non_consumable | auto_renewable |
                                 non_renewing | free_subscription,
-                        "duration": P7D | P1M | P2M | P3M | P6M | P1Y}
+                        "duration": P7D | P1M | P2M | P3M | P6M | P1Y,
+                        "group", "level": 1 (highest), "familyShareable": true,
+                        "introOffer": {"kind": free_trial | pay_as_you_go |
+                                       pay_up_front, "periods": N}}
               GET    /admin/apps/{bundleId}/products
               POST   /admin/users
                        {"userId": "alice"}  optional: user-1, user-2, ...
@@ -33,10 +36,26 @@ struct AppStoreSim: AsyncParsableCommand {
                        {"userId", "bundleId", "productId", "quantity": 1}
                        answers the transaction, "receipt" (app receipt) and
                        "transactionReceipt" (old per-transaction receipt)
+                       another product of a subscribed group: an upgrade
+                       (at once) or a downgrade/crossgrade (202, at renewal)
               POST   /admin/restores
-                       {"userId", "bundleId"}  a StoreKit restore
+                       {"userId", "bundleId"}  a StoreKit restore: new
+                       transaction ids (auto-renewables: sharing each
+                       period's web_order_line_item_id)
+              POST   /admin/family
+                       {"organizerUserId", "memberUserId"}  Family Sharing
               POST   /admin/transactions/{transactionId}/cancel
-                       {"reason": 0 | 1}  support refunds it
+                       {"reason": 0 | 1}  a simulated production refund
+                       (Apple's sandbox never sends cancellation_date)
+              POST   /admin/transactions/{transactionId}/finish
+                       the app finishes it: a finished consumable leaves
+                       later receipts
+              GET    /admin/subscriptions/{originalTransactionId}
+              POST   /admin/subscriptions/{originalTransactionId}/billing
+                       {"failing": true, "gracePeriodDays": 16}  billing
+                       retry (and grace period) in pending_renewal_info
+              POST   /admin/subscriptions/{originalTransactionId}/auto-renew
+                       {"enabled": false}
               GET    /admin/users/{userId}/apps/{bundleId}
                        transactions so far and a fresh app receipt
               GET    /admin/clock
