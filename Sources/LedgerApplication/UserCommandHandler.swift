@@ -76,7 +76,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 for (pending, outcome) in zip(events, result.outcomes) {
                     switch outcome {
                     case .appended(let position, let version):
-                        state.apply(pending.event, version: version, context: .init(position: position, recordedAt: nil))
+                        state.gather(pending.event, version: version, context: .init(position: position, recordedAt: nil))
                     case .duplicate:
                         metRecordedEvents = true
                     }
@@ -85,6 +85,8 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                     // Another writer recorded some of these facts after our read: the answer names
                     // their positions, so the state it gives must include them.
                     state = try await reader.state(of: stream, catalog: catalog)
+                } else {
+                    state = state.classified(by: catalog)  // judged once, after the whole append
                 }
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
@@ -125,11 +127,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         let stream = try StreamID.user(app: bundleID, user: userID)
         var keys: [DeduplicationKey: String] = [:]
         for id in transactionIDs {
-            for kind in DeduplicationKey.AppStoreKind.claims {
-                guard let key = try? DeduplicationKey.appStoreTransaction(app: bundleID, environment: environment, kind: kind, transactionID: id)
-                else { continue }
-                keys[key] = id
-            }
+            for key in DeduplicationKey.claimsOf(transactionID: id, app: bundleID, environment: environment) { keys[key] = id }
         }
         var elsewhere: [String: Int64] = [:]
         for (key, reference) in try await store.recorded(Array(keys.keys)) where reference.streamID != stream.rawValue {

@@ -8,11 +8,7 @@ extension DemoStories {
                                   headline: "Auto-renewable: \(user) subscribes monthly; the sandbox renews it, then it lapses",
                                   client: client, printer: printer)
         try await story.ensureSimulatorUser()
-        let bought = try await story.buy("buy", "\(user) subscribes to pro (P1M: 5 minutes in the sandbox)", product: Product.proMonthly)
-        try await story.ingest("ingest", "The app's server posts the receipt", receipt: bought.receipt, device: "phone", price: "4.99")
-        try await story.simulator("advance", "The App Store's clock moves 6 minutes: one renewal", .POST, "/admin/clock/advance", ["minutes": 6])
-        let renewed = try await story.freshReceipt("receipt", "The app's server fetches the current receipt")
-        try await story.ingest("ingest-renewal", "Posted: the renewal is recorded", receipt: renewed, device: "phone")
+        _ = try await story.subscribeAndRenewOnce(product: Product.proMonthly, price: "4.99")
         var at = try await story.simulatorNow()
         try await story.ledger("active", "Pro is active at the App Store's time", .GET,
                                "\(story.userPath)/entitlements?minPosition=\(story.position)&at=\(at)")

@@ -10,11 +10,7 @@ extension DemoStories {
                                   headline: "Restore: \(user)'s subscription is restored to a new tablet; the restored periods are not paid twice",
                                   client: client, printer: printer)
         try await story.ensureSimulatorUser()
-        let bought = try await story.buy("buy", "\(user) subscribes to pro on their phone", product: Product.proMonthly)
-        try await story.ingest("ingest", "The app's server posts the receipt", receipt: bought.receipt, device: "phone", price: "4.99")
-        try await story.simulator("advance", "The App Store's clock moves 6 minutes: one renewal", .POST, "/admin/clock/advance", ["minutes": 6])
-        let renewed = try await story.freshReceipt("receipt", "The app's server fetches the current receipt")
-        try await story.ingest("ingest-renewal", "Posted: the renewal is recorded", receipt: renewed, device: "phone")
+        let (bought, renewed) = try await story.subscribeAndRenewOnce(product: Product.proMonthly, price: "4.99")
         let restored = try await story.simulator("restore", "On a new tablet \(user) taps Restore: the App Store lists both periods again, under new ids",
                                                  .POST, "/admin/restores", ["userId": .string(user), "bundleId": .string(story.app)])
         guard let restoredReceipt = restored.body["receipt"]?.string else {
@@ -24,7 +20,7 @@ extension DemoStories {
         try await story.ledger("audit", "The audit trail of \(user): one purchase and one renewal (sandbox, as the simulator is)", .GET,
                                "/v1/audit/events?environment=sandbox&userId=\(user)&minPosition=\(story.position)")
         story.result.receipts = [
-            StoryResult.PostedReceipt(deviceId: "phone", receipt: bought.receipt, price: "4.99"),
+            StoryResult.PostedReceipt(deviceId: "phone", receipt: bought, price: "4.99"),
             StoryResult.PostedReceipt(deviceId: "phone", receipt: renewed, price: nil),
             StoryResult.PostedReceipt(deviceId: "tablet", receipt: restoredReceipt, price: nil),
         ]

@@ -140,15 +140,11 @@ public struct ReplayStory: Sendable {
                       liveVersionBefore: AuditTrailWithTheBug.version, liveVersionAfter: switched.version)
     }
 
-    /// The live audit trail, through its view, in log order.
+    /// The live audit trail (every environment), as finance reads it, in log order.
     private func rows(_ client: PostgresClient) async throws -> [AuditLine] {
-        let rows = try await client.query(
-            "SELECT event, transaction_id, (price * quantity)::text FROM ledger.audit_trail WHERE app = \(bundleId) ORDER BY position, event",
-            logger: logger
-        )
         var lines: [AuditLine] = []
-        for try await (event, transaction, amount) in rows.decode((String, String, String?).self) {
-            lines.append(AuditLine(event: event, transactionId: transaction, amount: amount))
+        try await AuditQueries(client: client, logger: logger).forEachEvent(app: bundleId, filter: AuditFilter(environment: .all)) { row in
+            lines.append(AuditLine(event: row.event.rawValue, transactionId: row.transactionId, amount: row.amount))
         }
         return lines
     }

@@ -74,6 +74,17 @@ struct StoryRecorder {
         return (transaction, receipt)
     }
 
+    /// The user subscribes to `product` on the phone (posted with `price`), the App Store's clock
+    /// moves 6 minutes (one sandbox renewal) and the fresh receipt is posted. Returns both receipts.
+    mutating func subscribeAndRenewOnce(product: String, price: String) async throws -> (bought: String, renewed: String) {
+        let bought = try await buy("buy", "\(user) subscribes to \(product) on the phone (P1M: 5 minutes in the sandbox)", product: product)
+        try await ingest("ingest", "The app's server posts the receipt", receipt: bought.receipt, device: "phone", price: price)
+        try await simulator("advance", "The App Store's clock moves 6 minutes: one renewal", .POST, "/admin/clock/advance", ["minutes": 6])
+        let renewed = try await freshReceipt("receipt", "The app's server fetches the current receipt")
+        try await ingest("ingest-renewal", "Posted: the renewal is recorded", receipt: renewed, device: "phone")
+        return (bought.receipt, renewed)
+    }
+
     /// The user's current app receipt from the simulator (renewals and refunds up to its clock).
     mutating func freshReceipt(_ name: String, _ title: String) async throws -> String {
         let answer = try await simulator(name, title, .GET, "/admin/users/\(user)/apps/\(app)")

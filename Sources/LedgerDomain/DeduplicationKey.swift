@@ -4,17 +4,15 @@
 /// App Store transaction id: posting the same receipt twice, or 64 times at once, records one event.
 public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
     /// What was recorded of an App Store transaction: each kind is recorded at most once.
+    /// (Logs written before facts were recorded also hold `revocation` and `expiry_report` keys,
+    /// which nothing looks up.)
     public enum AppStoreKind: String, Hashable, Sendable, CaseIterable {
-        /// Money taken: a purchase.
+        /// Version 1 only: a purchase as then judged at ingest.
         case payment
-        /// Money taken: an auto-renewable period renewed.
+        /// Version 1 only: a renewal as then judged at ingest.
         case renewal
-        /// No money: the App Store or a re-purchase restored what the user owns.
+        /// Version 1 only: a restore as then judged at ingest.
         case restore
-        /// The App Store or support took it back.
-        case revocation
-        /// The App Store answered 21006 (expired) for it: recorded the first time only.
-        case expiryReport = "expiry_report"
         /// The first observation of a transaction: which user's stream it belongs to.
         case transaction
         /// A later observation of a transaction whose fields changed (keyed by their digest).
@@ -53,6 +51,14 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
             throw .invalidDeduplicationKey("\(name) '\(value)' must be non-empty and contain no '/'")
         }
         return try DeduplicationKey(rawValue: "appstore/\(bundleID)/\(environment.rawValue)/\(kind.rawValue)/\(transactionID)")
+    }
+
+    /// Every key under which a user's stream may have claimed the transaction in `environment`
+    /// (see `AppStoreKind.claims`); none when the ids cannot form a key.
+    public static func claimsOf(transactionID: String, app bundleID: String, environment: StoreEnvironment) -> [DeduplicationKey] {
+        AppStoreKind.claims.compactMap {
+            try? appStoreTransaction(app: bundleID, environment: environment, kind: $0, transactionID: transactionID)
+        }
     }
 
     /// A content-addressed App Store key: `appstore/<bundle id>/<environment>/<kind>/<id>/<digest>`.

@@ -126,14 +126,7 @@ extension LedgerAPI {
 
     /// The user an App Store transaction of the app is recorded for.
     func owner(of transactionID: String, app: String) async throws -> String {
-        var keys: [DeduplicationKey] = []
-        for environment in StoreEnvironment.allCases {
-            for kind in DeduplicationKey.AppStoreKind.claims {
-                if let key = try? DeduplicationKey.appStoreTransaction(app: app, environment: environment, kind: kind, transactionID: transactionID) {
-                    keys.append(key)
-                }
-            }
-        }
+        let keys = StoreEnvironment.allCases.flatMap { DeduplicationKey.claimsOf(transactionID: transactionID, app: app, environment: $0) }
         guard let stream = try await store.recorded(keys).values.first?.streamID,
               case .user(app, let user) = StreamID.kind(of: stream)
         else {

@@ -80,7 +80,7 @@ public enum UserDecisions {
         }
         var seen = Set<String>()
         for fields in ordered {
-            guard let id = fields.transactionId, !id.isEmpty else { throw .invalidInput("a transaction of the answer has no transaction_id") }
+            guard let id = fields.transactionId, !id.isEmpty else { throw .invalidInput("the App Store's answer lists a transaction without transaction_id, so nothing of this receipt was recorded; post it again later") }
             guard seen.insert(id).inserted, !excluding.contains(id) else { continue }
             let expiryNews = answer.status == 21006 && fields.expiresDate != nil
             let event = PendingEvent.Observation(AppStoreTransactionObserved(
