@@ -2,7 +2,7 @@
 --
 -- The log records each transaction's fields as facts; these tables keep the documents they came
 -- from, so that a later fix can re-read a field the ledger does not use yet. Both are
--- content-addressed (the SHA-256 of the receipt as posted, of the answer as sorted JSON) and
+-- content-addressed (the SHA-256 of the receipt as posted, of the answer as received) and
 -- append-only like ledger.events: the same receipt or answer twice is stored once, and nothing
 -- stored is ever changed or removed.
 
@@ -23,13 +23,13 @@ CREATE TABLE ledger.receipt_answers (
     environment     text        NOT NULL CHECK (environment IN ('production', 'sandbox')),
     status          integer     NOT NULL,
     answered_at     timestamptz NOT NULL,
-    answer          jsonb       NOT NULL,
+    answer          text        NOT NULL,  -- byte for byte as the App Store sent it (JSON)
     recorded_at     timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
 CREATE INDEX receipt_answers_receipt ON ledger.receipt_answers (receipt_hash, answered_at);
 
-COMMENT ON TABLE ledger.receipt_answers IS 'Every distinct verifyReceipt answer, by the SHA-256 of its sorted JSON (answer_hash in ReceiptPosted). Append-only.';
+COMMENT ON TABLE ledger.receipt_answers IS 'Every distinct verifyReceipt answer, by the SHA-256 of its bytes as received (answer_hash in ReceiptPosted). Append-only.';
 
 CREATE FUNCTION ledger.refuse_document_change() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -43,10 +43,10 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         var environment = request.firstEnvironment
         var redirected = false
         while true {
-            let (root, status) = try await exchange(body, environment: environment, logger: logger)
+            let (root, status, answer) = try await exchange(body, environment: environment, logger: logger)
             switch status.handling(isRetryable: ReceiptStatus.isRetryableFlag(in: root)) {
             case .valid, .validButExpired:
-                let receipt = try ReceiptResponseParser(receiptSHA256: sha256, answeredBy: environment).parse(root, status: status)
+                let receipt = try ReceiptResponseParser(receiptSHA256: sha256, answeredBy: environment).parse(root, status: status, answer: answer)
                 logger.debug("receipt verified", metadata: [
                     "appstore.environment": "\(receipt.environment)",
                     "appstore.status": "\(status.code)",
@@ -80,21 +80,21 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         _ body: ByteBuffer,
         environment: StoreEnvironment,
         logger: Logger
-    ) async throws -> (LenientJSON, ReceiptStatus) {
+    ) async throws -> (LenientJSON, ReceiptStatus, Data) {
         let url = configuration.url(for: environment)
         let policy = configuration.retry
         var attempt = 1
         while true {
-            let outcome: Result<(LenientJSON, ReceiptStatus), ReceiptVerificationError>
+            let outcome: Result<(LenientJSON, ReceiptStatus, Data), ReceiptVerificationError>
             do {
                 outcome = .success(try await post(body, to: url, environment: environment))
             } catch let error as ReceiptVerificationError where error.code == .unavailable {
                 outcome = .failure(error)
             }
             switch outcome {
-            case .success(let (root, status)):
+            case .success(let (root, status, answer)):
                 let retryable = status.handling(isRetryable: ReceiptStatus.isRetryableFlag(in: root)) == .retryLater
-                if !retryable || attempt >= policy.maximumAttempts { return (root, status) }
+                if !retryable || attempt >= policy.maximumAttempts { return (root, status, answer) }
             case .failure(let error):
                 if attempt >= policy.maximumAttempts { throw error }
             }
@@ -112,7 +112,7 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
 
     /// One HTTP exchange. Transport failures and non-200 answers become `unavailable`; a 200 whose body
     /// is not a `verifyReceipt` answer becomes `malformedResponse`.
-    private func post(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus) {
+    private func post(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus, Data) {
         let start = ContinuousClock.now
         do {
             let answer = try await postUnmeasured(body, to: url, environment: environment)
@@ -131,7 +131,7 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
     }
 
     /// `post` without its metrics; every failure except cancellation is an `HTTPExchangeFailure`.
-    private func postUnmeasured(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus) {
+    private func postUnmeasured(_ body: ByteBuffer, to url: String, environment: StoreEnvironment) async throws -> (LenientJSON, ReceiptStatus, Data) {
         var request = HTTPClientRequest(url: url)
         request.method = .POST
         request.headers.add(name: "Content-Type", value: "application/json")
@@ -162,13 +162,14 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
                 outcome: .http(Int(httpStatus.code))
             )
         }
-        guard let root = LenientJSON(data: Data(bytes.readableBytesView)), root.object != nil else {
+        let answer = Data(bytes.readableBytesView)
+        guard let root = LenientJSON(data: answer), root.object != nil else {
             throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(url) is not a JSON object"), outcome: .malformedResponse)
         }
         guard let code = root["status"].int else {
             throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(url) has no numeric 'status'"), outcome: .malformedResponse)
         }
-        return (root, ReceiptStatus(code: code))
+        return (root, ReceiptStatus(code: code), answer)
     }
 
     // MARK: Helpers
@@ -208,9 +209,9 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         return error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout
     }
 
-    private static func summary(_ outcome: Result<(LenientJSON, ReceiptStatus), ReceiptVerificationError>) -> String {
+    private static func summary(_ outcome: Result<(LenientJSON, ReceiptStatus, Data), ReceiptVerificationError>) -> String {
         switch outcome {
-        case .success(let (_, status)): "status \(status.code)"
+        case .success(let (_, status, _)): "status \(status.code)"
         case .failure(let error): error.message
         }
     }

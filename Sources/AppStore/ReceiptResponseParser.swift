@@ -13,7 +13,8 @@ struct ReceiptResponseParser {
     /// The endpoint that answered; used when the answer does not say its environment.
     let answeredBy: StoreEnvironment
 
-    func parse(_ root: LenientJSON, status: ReceiptStatus) throws -> VerifiedReceipt {
+    /// `answer` is the answer's body as the App Store sent it, kept as it came.
+    func parse(_ root: LenientJSON, status: ReceiptStatus, answer: Data = Data()) throws -> VerifiedReceipt {
         let receipt = root["receipt"]
         guard receipt.object != nil else {
             throw ReceiptVerificationError.malformedResponse("status \(status.code) without a 'receipt' object")
@@ -56,16 +57,8 @@ struct ReceiptResponseParser {
             latestReceipt: root["latest_receipt"].string,
             receiptCreationDate: receipt.date("receipt_creation_date"),
             answeredAt: receipt.date("request_date") ?? Date(),
-            answer: Self.canonicalJSON(root)
+            answer: answer
         )
-    }
-
-    /// The whole answer as sorted, compact JSON: kept by the ledger so a fix can re-read fields it does not use yet.
-    static func canonicalJSON(_ root: LenientJSON) -> Data {
-        guard let raw = root.raw, let data = try? JSONSerialization.data(withJSONObject: raw, options: [.sortedKeys]) else {
-            return Data()
-        }
-        return data
     }
 
     /// An array's elements, or a single object as one entry (old receipts send objects where new ones send arrays).

@@ -29,7 +29,7 @@ public struct VerifiedReceipt: Hashable, Sendable {
     /// When the App Store answered: the receipt's `request_date` when it has one, else when the
     /// answer arrived.
     public let answeredAt: Date
-    /// The App Store's whole answer, as sorted JSON: the ledger keeps it beside the receipt.
+    /// The App Store's whole answer, byte for byte as it came: the ledger keeps it beside the receipt.
     public let answer: Data
 
     public init(

@@ -6,9 +6,10 @@ import Testing
 /// Fixtures in the real service's shapes, parsed as the client parses a live answer.
 @Suite struct ReceiptResponseParserTests {
     private func parse(_ name: String, answeredBy: StoreEnvironment = .production) throws -> VerifiedReceipt {
-        let root = try #require(LenientJSON(data: Data(try fixture(name).utf8)))
+        let body = Data(try fixture(name).utf8)
+        let root = try #require(LenientJSON(data: body))
         let status = ReceiptStatus(code: try #require(root["status"].int))
-        return try ReceiptResponseParser(receiptSHA256: "abc", answeredBy: answeredBy).parse(root, status: status)
+        return try ReceiptResponseParser(receiptSHA256: "abc", answeredBy: answeredBy).parse(root, status: status, answer: body)
     }
 
     /// A 21006 answer is a fact about each subscription transaction in it: the App Store said, at
@@ -132,6 +133,7 @@ import Testing
         #expect(refunded["cancellation_date_ms"] != nil)
         #expect(refunded["cancellation_reason"] == "0")
         #expect(!receipt.answer.isEmpty && answer.answerHash.count == 64, "the whole answer is kept, content-addressed")
+        #expect(receipt.answer == Data(try fixture("refunded_transaction").utf8), "byte for byte as it came")
         let sandbox = try parse("sandbox_five_minute_renewals").appStoreAnswer
         #expect(sandbox.environment == .sandbox)
         #expect(sandbox.transactions.filter { $0["transaction_id"] != $0["original_transaction_id"] }.count == 6)

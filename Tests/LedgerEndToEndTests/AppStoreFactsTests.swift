@@ -1,5 +1,7 @@
 import Foundation
+import AppStore
 import LedgerHTTP
+import LedgerStore
 import LedgerTesting
 import NIOHTTP1
 import PostgresNIO
@@ -70,6 +72,47 @@ import Testing
             let fields = try #require(stored.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String] })
             #expect(Set(fields.keys) == Set(rawRenewal.keys), "every field Apple sent")
             #expect(rawRenewal.allSatisfy { key, value in fields[key] == "\(value)" })
+        }
+    }
+
+    // MARK: The receipts and answers kept
+
+    @Test func everyVerifiedReceiptAndAnswerIsKeptOnceByteForByteAndCannotBeChanged() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins", type: "consumable")
+            let bought = try await api.buy("alice", "coins")
+            let first = try await api.ingest("alice", device: "phone", receipt: bought.receipt)
+            #expect(first.status == 200, "\(first.text)")
+            _ = try await api.ingest("alice", device: "phone", receipt: bought.receipt)
+
+            // The receipt once, by the SHA-256 of its text; an answer per verification, as sent.
+            let receiptHash = AppStoreReceiptVerifier.sha256Hex(bought.receipt)
+            let receipts = try await api.client.query("SELECT receipt_hash, receipt_data FROM ledger.receipts").collect()
+                .map { try $0.decode((String, String).self) }
+            #expect(receipts.count == 1 && receipts.first?.0 == receiptHash && receipts.first?.1 == bought.receipt)
+            let answers = try await ReceiptArchive(client: api.client, logger: APIHarness.logger).answers(toReceipt: receiptHash)
+            #expect(answers.count >= 1)
+            for answer in answers {
+                #expect(AppStoreReceiptVerifier.sha256Hex(Data(answer.answer.utf8)) == answer.answerHash, "kept byte for byte")
+                let json = try JSONSerialization.jsonObject(with: Data(answer.answer.utf8)) as? [String: Any]
+                #expect(json?["status"] as? Int == 0 && json?["receipt"] != nil)
+            }
+            // The post in the log names the receipt and the answer it was drawn from.
+            let posted = try await api.client.query(
+                "SELECT data->>'receiptHash', data->>'answerHash' FROM ledger.events WHERE event_type = 'ReceiptPosted.v1'"
+            ).collect().map { try $0.decode((String, String).self) }
+            #expect(posted.count == 1 && posted.first?.0 == receiptHash && answers.map(\.answerHash).contains(posted.first?.1 ?? ""))
+
+            // Append-only, for the ledger's own role too.
+            for statement in [
+                "UPDATE ledger.receipts SET receipt_data = 'x'", "DELETE FROM ledger.receipts", "TRUNCATE ledger.receipts",
+                "UPDATE ledger.receipt_answers SET answer = '{}'", "DELETE FROM ledger.receipt_answers", "TRUNCATE ledger.receipt_answers",
+            ] {
+                await #expect(throws: (any Error).self, "\(statement)") {
+                    try await api.client.query(PostgresQuery(unsafeSQL: statement)).collect()
+                }
+            }
+            #expect(try await ReceiptArchive(client: api.client, logger: APIHarness.logger).receipt(receiptHash) == bought.receipt)
         }
     }
 

@@ -69,7 +69,7 @@ public struct ReceiptArchive: Sendable {
             )
             INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer)
             SELECT \(document.answerHash), \(document.receiptHash), \(document.environment), \(document.status),
-                   \(document.answeredAt), \(answer)::jsonb
+                   \(document.answeredAt), \(answer)
             FROM unflushed
             ON CONFLICT (answer_hash) DO NOTHING
             """,
@@ -81,7 +81,7 @@ public struct ReceiptArchive: Sendable {
     public func answers(toReceipt receiptHash: String) async throws -> [KeptAnswer] {
         let rows = try await client.query(
             """
-            SELECT answer_hash, environment, status, answered_at, answer::text FROM ledger.receipt_answers
+            SELECT answer_hash, environment, status, answered_at, answer FROM ledger.receipt_answers
             WHERE receipt_hash = \(receiptHash) ORDER BY answered_at, answer_hash
             """,
             logger: logger
