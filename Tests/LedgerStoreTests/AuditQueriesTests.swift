@@ -288,6 +288,36 @@ struct AuditQueriesTests {
         }
     }
 
+    @Test("CSV: ids that a spreadsheet would run as formulas are written as text; amounts, negative ones too, stay numbers")
+    func csvFormulaInjection() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
+            try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: Self.appA)
+            let hostile = ["=HYPERLINK(\"http://x\")", "+1+1", "-2+3", "@SUM(A1)"]
+            for (index, user) in hostile.enumerated() {
+                try await Self.record(handler, app: Self.appA, user: user, device: "\t=cmd", Self.purchase("x\(index)", "coins", at: "2026-01-01T10:00:00Z"),
+                                      price: "0.99", currency: "USD")
+                _ = try await handler.execute(app: Self.appA, user: user) { state, _ in
+                    (try UserDecisions.revoke(transactionId: "x\(index)", revokedAt: Self.date("2026-01-02T00:00:00Z"), reason: "refund", on: state), ())
+                }
+            }
+            try await Self.catchUp(client, settings)
+            let queries = AuditQueries(client: client, logger: TestDatabase.logger)
+            var csv = AuditCSV.header
+            try await queries.forEachEvent(app: Self.appA) { csv += AuditCSV.line($0) }
+            let records = try CSVReader.parse(csv)
+            let header = records[0]
+            let users = records.dropFirst().map { $0[header.firstIndex(of: "user_id")!] }
+            #expect(Set(users) == Set(hostile.map { "'" + $0 }), "\(users)")
+            #expect(records.dropFirst().allSatisfy { $0[header.firstIndex(of: "device_id")!] == "'\t=cmd" })
+            // The JSON rows keep the ids as recorded.
+            #expect(Set(try await queries.events(app: Self.appA).rows.map(\.userId)) == Set(hostile))
+            // A negative net is a number, not text.
+            let summary = AuditCSV.summaryHeader + (try await queries.summary(app: Self.appA, groupBy: [.day])).map(AuditCSV.line).joined()
+            #expect(summary.contains(",-3.96,"), "\(summary)")
+        }
+    }
+
     @Test("CSV: quoted fields with commas, quotes and line breaks read back exactly (RFC 4180)")
     func csvRoundTrip() async throws {
         try await TestDatabase.withDatabase { client, settings in
