@@ -54,7 +54,7 @@ public struct ReplayStory: Sendable {
         }
     }
 
-    let server: DatabaseSettings
+    let server: DatabaseRoles
     let verifier: AppStoreReceiptVerifier
     let sharedSecret: String?
     let bundleId: String
@@ -63,7 +63,7 @@ public struct ReplayStory: Sendable {
 
     /// `server` is where the scratch database is created (its own database is left alone).
     public init(
-        server: DatabaseSettings, verifier: AppStoreReceiptVerifier, sharedSecret: String?, bundleId: String,
+        server: DatabaseRoles, verifier: AppStoreReceiptVerifier, sharedSecret: String?, bundleId: String,
         logger: Logger, printer: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.server = server
@@ -80,20 +80,19 @@ public struct ReplayStory: Sendable {
                                   prices: ["USD": "4.99"])
         printer("")
         printer("== Replay: a classification bug fixed in a new fold version, and the past answers fixed by a rebuild ==")
-        let scratch = "\(server.database.prefix(40))_replay_\(UInt32.random(in: 0...UInt32.max))"
+        let scratch = "\(server.runtime.database.prefix(40))_replay_\(UInt32.random(in: 0...UInt32.max))"
         printer("1. A scratch database, \(scratch), on the same server: the story swaps a projection's live version, so it never does that to the ledger's own")
-        try await LedgerDatabase.recreate(database: scratch, on: server, logger: logger)
+        let roles = try await server.recreate(database: scratch, logger: logger)
         do {
-            let result = try await LedgerDatabase.withClient(server.with(database: scratch), logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
+            let result = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
                 try await record(story, product: product, client: client)
                 return try await replay(client: client, user: story.userId)
             }
-            try await LedgerDatabase.drop(database: scratch, on: server, logger: logger)
+            try await server.drop(database: scratch, logger: logger)
             printer("   Scratch database dropped.")
             return result
         } catch {
-            try? await LedgerDatabase.drop(database: scratch, on: server, logger: logger)
+            try? await server.drop(database: scratch, logger: logger)
             throw error
         }
     }

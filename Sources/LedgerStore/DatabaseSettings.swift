@@ -15,6 +15,15 @@ public struct DatabaseSettings: Sendable, Hashable {
     public var password: String?
     public var database: String
     public var tls: TLSMode
+    /// Settings every session starts with (`statement_timeout` and the like).
+    public var sessionSettings: [String: String] = [:]
+
+    /// Limits on every session of the role `ledger serve` runs as: a stuck statement, a lock wait
+    /// or a transaction left open cannot hold the log and then the pool for ever. (The managed
+    /// server sets them on the role too.) Migrations run as the owner, without them.
+    public static let runtimeTimeouts: [String: String] = [
+        "statement_timeout": "60s", "lock_timeout": "5s", "idle_in_transaction_session_timeout": "60s",
+    ]
 
     public init(host: String, port: Int, username: String, password: String?, database: String, tls: TLSMode) {
         self.host = host
@@ -80,17 +89,25 @@ public struct DatabaseSettings: Sendable, Hashable {
     }
 
     public var clientConfiguration: PostgresClient.Configuration {
-        PostgresClient.Configuration(
+        var configuration = PostgresClient.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: clientTLS
         )
+        configuration.options.additionalStartupParameters = startupParameters
+        return configuration
     }
 
     public var connectionConfiguration: PostgresConnection.Configuration {
-        PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: username, password: password, database: database,
             tls: connectionTLS
         )
+        configuration.options.additionalStartupParameters = startupParameters
+        return configuration
+    }
+
+    private var startupParameters: [(String, String)] {
+        sessionSettings.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
     }
 
     private var clientTLS: PostgresClient.Configuration.TLS {

@@ -162,10 +162,7 @@ public struct ProjectionRebuilder: Sendable {
     func write(_ fold: Fold, _ projection: any UserProjection.Type, into table: String) async throws {
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
-                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
-                try await connection.query(
-                    "CREATE TABLE ledger.\(unescaped: table) (\(unescaped: ProjectionTables.columnDefinitions(projection)))", logger: logger
-                )
+                try await connection.query(ProjectionTables.createTable(projection, named: table, replacing: true), logger: logger)
                 try await connection.query("SET LOCAL search_path = ledger", logger: logger)
                 try await connection.copyFrom(
                     table: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
@@ -183,14 +180,9 @@ public struct ProjectionRebuilder: Sendable {
                     }
                     if buffer.readableBytes > 0 { try await writer.write(buffer) }
                 }
-                try await connection.query(
-                    "CREATE INDEX ON ledger.\(unescaped: table) (app, user_id)", logger: logger
-                )
                 // Unnamed: the table is renamed on switch-over, and the next rebuild's table takes this name.
-                for columns in projection.indexes {
-                    try await connection.query(
-                        "CREATE INDEX ON ledger.\(unescaped: table) (\(unescaped: columns.joined(separator: ", ")))", logger: logger
-                    )
+                for index in ProjectionTables.createIndexes(projection, on: table, named: false) {
+                    try await connection.query(index, logger: logger)
                 }
             }
         }
@@ -227,12 +219,12 @@ public struct ProjectionRebuilder: Sendable {
             let (position, events) = try await build(projection, into: table, upTo: live?.position ?? .max, progress: progress)
             do {
                 let differences = try await difference(projection, rebuilt: table, rebuiltAt: position, live: live)
-                try await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                try await client.query(ProjectionTables.dropTable(table), logger: logger)
                 return Report(projection: projection.name.rawValue, version: projection.version, position: differences.position,
                               events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
                               liveVersion: live?.version)
             } catch {
-                _ = try? await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                _ = try? await client.query(ProjectionTables.dropTable(table), logger: logger)
                 throw error
             }
         }
@@ -300,13 +292,11 @@ public struct ProjectionRebuilder: Sendable {
                 )
             }
             // The view depends on the tables: it goes first and comes back on the rebuilt one.
-            try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
+            try await connection.query(ProjectionTables.dropView(of: projection), logger: logger)
             for version in Set(live + [projection.version]) {
-                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger)
+                try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
             }
-            try await connection.query(
-                "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
-            )
+            try await connection.query(ProjectionTables.renameTable(table, to: projection.tableName), logger: logger)
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             try await connection.query(

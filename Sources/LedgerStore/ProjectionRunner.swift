@@ -139,20 +139,9 @@ public struct ProjectionRunner: Service {
                 "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)", logger: logger
             ).collect()
             let status: ProjectionState = live.isEmpty ? .live : .building
-            // Names and types come from the compiled-in projection definitions, never from input.
-            try await connection.query(
-                "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: ProjectionTables.columnDefinitions(projection)))",
-                logger: logger
-            )
-            try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
-                logger: logger
-            )
-            for columns in projection.indexes {
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_\(unescaped: columns.joined(separator: "_")) ON ledger.\(unescaped: projection.tableName) (\(unescaped: columns.joined(separator: ", ")))",
-                    logger: logger
-                )
+            try await connection.query(ProjectionTables.createTable(projection, named: projection.tableName, replacing: false), logger: logger)
+            for index in ProjectionTables.createIndexes(projection, on: projection.tableName, named: true) {
+                try await connection.query(index, logger: logger)
             }
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await connection.query(
@@ -210,9 +199,7 @@ public struct ProjectionRunner: Service {
             )
             for row in retired {
                 let version = try row.decode(Int.self)
-                try await connection.query(
-                    "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger
-                )
+                try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
             }
             logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
         }

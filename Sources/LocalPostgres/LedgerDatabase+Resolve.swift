@@ -2,11 +2,22 @@ import LedgerStore
 import Logging
 
 extension LedgerDatabase {
-    /// `LEDGER_DATABASE_URL` when given, otherwise the managed local server, started if needed.
+    /// The server's role: `LEDGER_DATABASE_URL` when given, otherwise the managed local server, started if needed.
     public static func resolve(url: String?, logger: Logger) async throws -> DatabaseSettings {
+        try await resolveRoles(url: url, ownerURL: nil, logger: logger).runtime
+    }
+
+    /// Both roles: the server's (`url`, else the managed server's) with its session timeouts, and
+    /// the owner's (`ownerURL`, else the managed server's owner; unknown for another server).
+    public static func resolveRoles(url: String?, ownerURL: String?, logger: Logger) async throws -> DatabaseRoles {
+        let owner = try ownerURL.flatMap { $0.isEmpty ? nil : try DatabaseSettings(url: $0) }
         if let url, !url.isEmpty {
-            return try DatabaseSettings(url: url)
+            var runtime = try DatabaseSettings(url: url)
+            runtime.sessionSettings = DatabaseSettings.runtimeTimeouts
+            return DatabaseRoles(runtime: runtime, owner: owner)
         }
-        return try await LocalPostgres().start(logger: logger)
+        let local = LocalPostgres()
+        let runtime = try await local.start(logger: logger)
+        return DatabaseRoles(runtime: runtime, owner: try owner ?? local.ownerSettings())
     }
 }

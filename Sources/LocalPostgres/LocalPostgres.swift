@@ -48,7 +48,12 @@ public struct LocalPostgres: Sendable {
     }
 
     public static let databaseName = "ledger"
+    /// The role `ledger serve` logs in as: a member of `runtimeGroup`, owner of nothing.
     public static let roleName = "ledger"
+    /// The role that owns the database and its schema, and migrates.
+    public static let ownerRoleName = "ledger_owner"
+    /// What migration 0007 grants the server's rights to.
+    public static let runtimeGroup = "ledger_runtime"
 
     public let home: URL
     let durability: Durability
@@ -78,6 +83,7 @@ public struct LocalPostgres: Sendable {
         let state = try withLock { () throws -> State in
             let bin = try postgresBinDirectory()
             var state = try loadState() ?? State.generate()
+            if state.ownerPassword == nil { state.ownerPassword = State.randomHex() }
             if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 logger.info("creating the local PostgreSQL cluster", metadata: ["ledger.data": "\(dataDirectory.path)"])
                 try initialize(bin: bin, state: state)
@@ -128,6 +134,11 @@ public struct LocalPostgres: Sendable {
         try loadState()?.applicationSettings
     }
 
+    /// The owner's settings (migrations, scratch databases), as `start` leaves them (without starting).
+    public func ownerSettings() throws -> DatabaseSettings? {
+        try loadState()?.ownerSettings
+    }
+
     /// Superuser settings, for tests and maintenance that must create databases or roles.
     public func administratorSettings() throws -> DatabaseSettings? {
         try loadState()?.administratorSettings
@@ -164,35 +175,64 @@ public struct LocalPostgres: Sendable {
         try handle.write(contentsOf: Data(settings.utf8))
     }
 
-    /// Creates the ledger's login role and database on first start.
+    /// Creates the ledger's roles and database on first start, and brings a cluster made by an
+    /// older ledger (one role that owned everything) to the two roles: the owner keeps every object,
+    /// the server's role keeps only what migration 0007 grants it.
     private func bootstrap(state: State, logger: Logger) async throws {
         let admin = state.administratorSettings.with(database: "postgres")
-        let connection = try await PostgresConnection.connect(
-            configuration: admin.connectionConfiguration, id: 1, logger: logger
-        )
-        do {
-            let roleExists = try await connection.query(
-                "SELECT 1 FROM pg_roles WHERE rolname = \(Self.roleName)", logger: logger
-            ).collect().isEmpty == false
-            if !roleExists {
-                // Identifiers and the generated hex password cannot be bound; both are fixed or hex.
-                try await connection.query(
-                    "CREATE ROLE \(unescaped: Self.roleName) LOGIN CREATEDB PASSWORD '\(unescaped: state.applicationPassword)'",
-                    logger: logger
-                )
+        try await Self.withConnection(admin, logger: logger) { connection in
+            func exists(_ role: String) async throws -> Bool {
+                try await !connection.query("SELECT 1 FROM pg_roles WHERE rolname = \(role)", logger: logger).collect().isEmpty
             }
-            let databaseExists = try await connection.query(
-                "SELECT 1 FROM pg_database WHERE datname = \(Self.databaseName)", logger: logger
-            ).collect().isEmpty == false
-            if !databaseExists {
+            // Identifiers and the generated hex passwords cannot be bound; both are fixed or hex.
+            // A role another process creates first is as good as ours.
+            func create(_ role: String, _ options: String) async throws {
+                guard try await !exists(role) else { return }
+                do {
+                    try await connection.query("CREATE ROLE \(unescaped: role) \(unescaped: options)", logger: logger)
+                } catch let error as PSQLError where error.ledgerSQLState == .duplicateObject || error.ledgerSQLState == .uniqueViolation {}
+            }
+            try await create(Self.ownerRoleName, "LOGIN CREATEDB PASSWORD '\(state.ownerPassword ?? "")'")
+            try await create(Self.runtimeGroup, "NOLOGIN")
+            try await create(Self.roleName, "LOGIN PASSWORD '\(state.applicationPassword)'")
+            try await connection.query("ALTER ROLE \(unescaped: Self.roleName) NOCREATEDB", logger: logger)
+            try await connection.query("GRANT \(unescaped: Self.runtimeGroup) TO \(unescaped: Self.roleName)", logger: logger)
+            // Also sent by the ledger's own connections (DatabaseSettings.runtimeTimeouts); set on the
+            // role, they hold for any other client that logs in as it.
+            for (name, value) in DatabaseSettings.runtimeTimeouts.sorted(by: { $0.key < $1.key }) {
+                try await connection.query("ALTER ROLE \(unescaped: Self.roleName) SET \(unescaped: name) = '\(unescaped: value)'", logger: logger)
+            }
+            let owner = try await connection.query(
+                "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = \(Self.databaseName)", logger: logger
+            ).collect().first?.decode(String.self)
+            switch owner {
+            case nil:
                 do {
                     try await connection.query(
-                        "CREATE DATABASE \(unescaped: Self.databaseName) OWNER \(unescaped: Self.roleName)", logger: logger
+                        "CREATE DATABASE \(unescaped: Self.databaseName) OWNER \(unescaped: Self.ownerRoleName)", logger: logger
                     )
                 } catch let error as PSQLError where error.ledgerSQLState == .duplicateDatabase {
                     // Another process created it first.
                 }
+            case Self.roleName?:
+                logger.notice("moving the ledger's database to its owner role: the server's role will own nothing", metadata: [
+                    "ledger.owner": "\(Self.ownerRoleName)", "ledger.runtime_role": "\(Self.roleName)",
+                ])
+                try await Self.withConnection(state.administratorSettings.with(database: Self.databaseName), logger: logger) { database in
+                    try await database.query("REASSIGN OWNED BY \(unescaped: Self.roleName) TO \(unescaped: Self.ownerRoleName)", logger: logger)
+                }
+            default:
+                break
             }
+        }
+    }
+
+    private static func withConnection(
+        _ settings: DatabaseSettings, logger: Logger, _ body: (PostgresConnection) async throws -> Void
+    ) async throws {
+        let connection = try await PostgresConnection.connect(configuration: settings.connectionConfiguration, id: 1, logger: logger)
+        do {
+            try await body(connection)
             try await connection.close()
         } catch {
             try? await connection.close()
@@ -319,18 +359,28 @@ public struct LocalPostgres: Sendable {
         var port: Int
         var superuserPassword: String
         var applicationPassword: String
+        /// Absent in state files of ledgers before the role split; generated on their next start.
+        var ownerPassword: String?
 
         static func generate() throws -> State {
-            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex())
+            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex(),
+                  ownerPassword: randomHex())
         }
 
-        private static func randomHex() -> String {
+        static func randomHex() -> String {
             SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
         }
 
         var applicationSettings: DatabaseSettings {
-            DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.roleName,
-                             password: applicationPassword, database: LocalPostgres.databaseName, tls: .disable)
+            var settings = DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.roleName,
+                                            password: applicationPassword, database: LocalPostgres.databaseName, tls: .disable)
+            settings.sessionSettings = DatabaseSettings.runtimeTimeouts
+            return settings
+        }
+
+        var ownerSettings: DatabaseSettings {
+            DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.ownerRoleName,
+                             password: ownerPassword, database: LocalPostgres.databaseName, tls: .disable)
         }
 
         var administratorSettings: DatabaseSettings {

@@ -39,11 +39,11 @@ struct Apps: AsyncParsableCommand {
                 }
                 secret = value
             }
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let (bundleId, finalSecret) = (bundleId, secret)
-            let created = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await AppRegistry(client: client, logger: logger).addApp(bundleId, sharedSecret: finalSecret)
+            let created = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                try await try await AppRegistry(client: client, logger: logger).addApp(bundleId, sharedSecret: finalSecret)
             }
             Output.line(created ? "registered \(bundleId)\(finalSecret == nil ? " (no shared secret)" : " with its shared secret")"
                                 : "\(bundleId) was registered; \(finalSecret == nil ? "nothing changed" : "shared secret replaced")")
@@ -99,13 +99,13 @@ struct Keys: AsyncParsableCommand {
             let logger = try options.makeLogger()
             let scopes: Set<APIScope>
             do { scopes = try APIScope.parse(scope.split(separator: ",").map(String.init)) } catch { throw CommandFailure(message: error.message) }
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let (app, name) = (app, name)
             let issued: IssuedAPIKey
             do {
-                issued = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                    try await Migrator.bundled().migrate(client, logger: logger)
-                    return try await AppRegistry(client: client, logger: logger).createKey(app: app, scopes: scopes, name: name)
+                issued = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                    try await try await AppRegistry(client: client, logger: logger).createKey(app: app, scopes: scopes, name: name)
                 }
             } catch let error as AccessError {
                 throw CommandFailure(message: error.message)

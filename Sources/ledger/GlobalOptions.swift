@@ -15,6 +15,15 @@ struct GlobalOptions: ParsableArguments {
     )
     var databaseURL: String?
 
+    @Option(
+        name: .customLong("owner-database-url"),
+        help: ArgumentHelp(
+            "URL of the role that owns the schema and migrates (default: $LEDGER_OWNER_DATABASE_URL, else the managed server's owner). `ledger serve` itself runs as the --database-url role, which may only read and append.",
+            valueName: "url"
+        )
+    )
+    var ownerDatabaseURL: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: $LEDGER_LOG_LEVEL or info).")
     var logLevel: String?
 
@@ -30,10 +39,19 @@ struct GlobalOptions: ParsableArguments {
         return logger
     }
 
-    /// The database to use: the flag, the environment, or the managed local server.
+    /// The database to use, as the server's role: the flag, the environment, or the managed local server.
     func databaseSettings(logger: Logger) async throws -> DatabaseSettings {
-        let url = databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
-        return try await LedgerDatabase.resolve(url: url, logger: logger)
+        try await databaseRoles(logger: logger).runtime
+    }
+
+    /// The server's role and, when known, the owner's.
+    func databaseRoles(logger: Logger) async throws -> DatabaseRoles {
+        let environment = ProcessInfo.processInfo.environment
+        return try await LedgerDatabase.resolveRoles(
+            url: databaseURL ?? environment["LEDGER_DATABASE_URL"],
+            ownerURL: ownerDatabaseURL ?? environment["LEDGER_OWNER_DATABASE_URL"],
+            logger: logger
+        )
     }
 }
 

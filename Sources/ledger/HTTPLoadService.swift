@@ -14,7 +14,7 @@ struct HTTPLoadService: Service {
     static let bundleId = "com.example.bench"
     static let product = "coins"
 
-    let settings: DatabaseSettings
+    let settings: DatabaseSettings  // the server's role
     let load: HTTPLoad
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort

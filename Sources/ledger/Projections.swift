@@ -52,13 +52,13 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let chosen = Projections.all.filter { all || $0.name.rawValue == name }
             let terminal = Output.errorIsTerminal
             let labels = chosen.map(Self.label)
             let dryRun = dryRun
-            let reports = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
+            let reports = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
                 let rebuilder = ProjectionRebuilder(client: client, logger: logger)
                 if !dryRun && chosen.count > 1 {
                     // One scan of the log for all of them.
@@ -142,10 +142,10 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
-            let statuses = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await ProjectionStatus.all(client, logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
+            let statuses = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                try await ProjectionStatus.all(client, logger: logger)
             }
             guard !statuses.isEmpty else {
                 Output.line("no projection has run yet: `ledger serve` starts them")

@@ -22,8 +22,16 @@ struct Serve: AsyncParsableCommand {
             LEDGER_APPSTORE_SANDBOX_URL (or the flags) point elsewhere, e.g. at `ledger appstore-sim`.
             The configuration in effect is logged at start, secrets masked. Stop with Ctrl-C or SIGTERM:
             requests in flight finish first.
+
+            Two database roles: the server runs as --database-url's role, which may read, append through
+            ledger.append and write derived tables, and owns nothing; migrations run as the owner
+            (--owner-database-url). The managed PostgreSQL has both. With another server and no owner URL,
+            serve checks that no migration is pending instead of migrating.
             """
     )
+
+    @Flag(inversion: .prefixedNo, help: "Migrate as the owner before serving, when the owner's URL is known (default: on).")
+    var migrate = true
 
     @OptionGroup var options: GlobalOptions
 
@@ -60,19 +68,23 @@ struct Serve: AsyncParsableCommand {
         for url in [appStore.productionURL, appStore.sandboxURL] where URL(string: url)?.host == nil {
             throw CommandFailure(message: "App Store URL '\(url)' is not an http(s) URL")
         }
-        let settings = try await options.databaseSettings(logger: logger)
+        var roles = try await options.databaseRoles(logger: logger)
+        if !migrate { roles.owner = nil }
         let configuration = LedgerServer.Configuration(host: host, port: port, api: .init(readWaitTimeout: .milliseconds(wait)))
-        try await Self.serve(settings: settings, configuration: configuration, appStore: appStore, logger: logger) { _ in }
+        try await Self.serve(roles: roles, configuration: configuration, appStore: appStore, logger: logger) { _ in }
     }
 
-    /// Migrates, then runs the server and the projection runner until shutdown. The demo runs the same.
+    /// Migrates (as the owner, when known), then runs the server and the projection runner as the
+    /// server's role until shutdown. The demo runs the same.
     static func serve(
-        settings: DatabaseSettings, configuration: LedgerServer.Configuration, appStore: AppStoreConfiguration,
+        roles: DatabaseRoles, configuration: LedgerServer.Configuration, appStore: AppStoreConfiguration,
         logger: Logger, gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onServerRunning: @escaping @Sendable (Int) async -> Void
     ) async throws {
+        let settings = roles.runtime
         logger.info("configuration", metadata: [
             "ledger.database": "\(settings.url())",
+            "ledger.database.owner": "\(roles.owner.map { $0.url() } ?? "not given: no migrations")",
             "ledger.listen": "\(configuration.host):\(configuration.port)",
             "ledger.appstore.production_url": "\(appStore.productionURL)",
             "ledger.appstore.sandbox_url": "\(appStore.sandboxURL)",
@@ -82,10 +94,10 @@ struct Serve: AsyncParsableCommand {
         ])
         // Before the store, the App Store client and the runner exist: they make their metrics when made.
         LedgerMetrics.bootstrap()
-        let (report, apps) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-            let report = try await Migrator.bundled().migrate(client, logger: logger)
+        let report = try await roles.prepareSchema(logger: logger)
+        let apps = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await ProjectionRunner(client: client, listenConfiguration: nil, logger: logger).prepare()
-            return (report, try await AppRegistry(client: client, logger: logger).apps())
+            return try await AppRegistry(client: client, logger: logger).apps()
         }
         logger.info("database ready", metadata: [
             "ledger.migrations.applied": "\(report.applied.count)",
@@ -125,14 +137,22 @@ struct Serve: AsyncParsableCommand {
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply the database migrations that are not applied yet.",
-        discussion: "Safe to run twice, or from two processes at once. A migration file edited after it was applied is refused."
+        discussion: """
+            Runs as the owner: --owner-database-url or $LEDGER_OWNER_DATABASE_URL, else the managed server's owner, \
+            else the one URL given (--database-url or $LEDGER_DATABASE_URL), which then must not be the server's role. \
+            Safe to run twice, or from two processes at once. A migration file edited after it was applied is refused. \
+            On a server the ledger does not manage, create the server's group role first, as a superuser: \
+            CREATE ROLE ledger_runtime NOLOGIN; GRANT ledger_runtime TO <the role ledger serve logs in as>.
+            """
     )
 
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
         let logger = try options.makeLogger()
-        let settings = try await options.databaseSettings(logger: logger)
+        let roles = try await options.databaseRoles(logger: logger)
+        var settings = roles.owner ?? roles.runtime
+        settings.sessionSettings = [:]
         let report = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await Migrator.bundled().migrate(client, logger: logger)
         }
