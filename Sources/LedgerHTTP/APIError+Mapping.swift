@@ -16,6 +16,8 @@ extension APIError {
             self = error
         case let error as DecisionError:
             self = Self.decision(error)
+        case let error as CommandError where error.code == .commandKeyReused:
+            self = .unprocessable(error.code.rawValue, error.message)
         case let error as CommandError:
             self = .conflict(error.code.rawValue, error.message, position: error.position)
         case let error as LedgerInputError:

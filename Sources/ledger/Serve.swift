@@ -92,6 +92,10 @@ struct Serve: AsyncParsableCommand {
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
             "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
         ])
+        if let failpoint = Failpoint.armed {
+            logger.warning("fault injection armed: this process kills itself at a failpoint (LEDGER_FAILPOINT); never set it in production",
+                           metadata: ["ledger.failpoint": "\(failpoint.rawValue)"])
+        }
         // Before the store, the App Store client and the runner exist: they make their metrics when made.
         LedgerMetrics.bootstrap()
         let report = try await roles.prepareSchema(logger: logger)
