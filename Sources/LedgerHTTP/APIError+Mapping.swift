@@ -31,6 +31,8 @@ extension APIError {
             self = Self.appStore(error)
         case let error as AccessError:
             self = Self.access(error)
+        case let error where DatabaseOutage.isOutage(error):
+            self = .databaseUnavailable(since: nil)
         case is StoreError:
             // The database failed or refused: not the caller's to fix. A 500 naming only the
             // request id; the log has the store's message.

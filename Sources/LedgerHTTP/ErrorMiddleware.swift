@@ -14,7 +14,7 @@ struct ErrorMiddleware: RouterMiddleware {
             guard let apiError = APIError(mapping: error) else {
                 context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
                 return try APIError(.internalServerError, "internal_error",
-                                    "the ledger failed to answer; the request id is in the logs. Nothing partial was recorded.")
+                                    "the ledger failed to answer; the request id is in the logs. A write is recorded whole or not at all: sent again with the same receipt or Idempotency-Key, it is recorded at most once.")
                     .response(from: request, context: context)
             }
             return try apiError.response(from: request, context: context)

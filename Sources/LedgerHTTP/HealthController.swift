@@ -25,18 +25,50 @@ public struct HealthController: Sendable {
     }
 
     let client: PostgresClient
+    let monitor: DatabaseMonitor?
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: PostgresClient, monitor: DatabaseMonitor? = nil, logger: Logger) {
         self.client = client
+        self.monitor = monitor
         self.logger = logger
     }
 
     public func addRoutes(to router: Router<some RequestContext>) {
         router.get("/health") { _, _ -> Response in
+            if case .down(let since, let reason) = monitor?.state {
+                return try APIJSON.response(
+                    Health(status: "unavailable", database: "unreachable", logHead: nil, projections: [],
+                           error: "the database does not answer since \(since.formatted(.iso8601)) (\(reason)); the ledger is not recording"),
+                    status: .serviceUnavailable
+                )
+            }
             do {
-                let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
-                let projections = try await ProjectionStatus.all(client, logger: logger).filter { $0.status != .retired }
+                // Answered within a second even when the database stops answering mid-way: the
+                // pool would queue the reads until it gives up.
+                let read = try await withThrowingTaskGroup(of: (Int64, [ProjectionStatus])?.self) { group in
+                    group.addTask { [client, logger] in
+                        let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
+                        return (head, try await ProjectionStatus.all(client, logger: logger))
+                    }
+                    group.addTask { [monitor] in
+                        if let monitor {
+                            await withTaskGroup(of: Void.self) { race in
+                                race.addTask { await monitor.waitUntilDown() }
+                                race.addTask { try? await Task.sleep(for: .seconds(1)) }
+                                await race.next()
+                                race.cancelAll()
+                            }
+                        } else {
+                            try await Task.sleep(for: .seconds(1))
+                        }
+                        return nil
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next() ?? nil
+                }
+                guard let (head, statuses) = read else { throw HealthTimeout() }
+                let projections = statuses.filter { $0.status != .retired }
                 let failed = projections.filter { $0.status == .failed }.map(\.name)
                 return try APIJSON.response(
                     Health(
@@ -59,3 +91,6 @@ public struct HealthController: Sendable {
         }
     }
 }
+
+/// The database did not answer `/health`'s reads within a second.
+private struct HealthTimeout: Error {}

@@ -23,12 +23,16 @@ public struct LedgerServer: Sendable {
     let configuration: Configuration
     let client: PostgresClient
     let verifier: any ReceiptVerifier
+    /// When given (and run as a service), requests are refused at once while the database is down.
+    let monitor: DatabaseMonitor?
     let logger: Logger
 
-    public init(configuration: Configuration, client: PostgresClient, verifier: any ReceiptVerifier, logger: Logger) {
+    public init(configuration: Configuration, client: PostgresClient, verifier: any ReceiptVerifier, monitor: DatabaseMonitor? = nil,
+                logger: Logger) {
         self.configuration = configuration
         self.client = client
         self.verifier = verifier
+        self.monitor = monitor
         self.logger = logger
     }
 
@@ -39,7 +43,8 @@ public struct LedgerServer: Sendable {
         router.middlewares.add(RequestIDMiddleware())
         router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(ErrorMiddleware())
-        HealthController(client: client, logger: logger).addRoutes(to: router)
+        if let monitor { router.middlewares.add(DatabaseGateMiddleware(monitor: monitor)) }
+        HealthController(client: client, monitor: monitor, logger: logger).addRoutes(to: router)
         OpenAPIController().addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
         LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, logger: logger).addRoutes(to: router)

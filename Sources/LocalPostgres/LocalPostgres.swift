@@ -59,6 +59,8 @@ public struct LocalPostgres: Sendable {
     let durability: Durability
     let serverUser: String?
     let binDirectory: URL?
+    /// A port asked for (`LEDGER_POSTGRES_PORT`): kept, never moved when it is taken.
+    let fixedPort: Int?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, durability: Durability = .durable) {
         let home = environment["LEDGER_HOME"].map { URL(fileURLWithPath: $0) }
@@ -67,6 +69,7 @@ public struct LocalPostgres: Sendable {
         self.durability = durability
         self.serverUser = getuid() == 0 ? (environment["LEDGER_POSTGRES_USER"] ?? "postgres") : nil
         self.binDirectory = environment["LEDGER_POSTGRES_BIN"].map { URL(fileURLWithPath: $0) }
+        self.fixedPort = environment["LEDGER_POSTGRES_PORT"].flatMap(Int.init)
     }
 
     var root: URL { home.appendingPathComponent("postgres") }
@@ -83,6 +86,7 @@ public struct LocalPostgres: Sendable {
         let state = try withLock { () throws -> State in
             let bin = try postgresBinDirectory()
             var state = try loadState() ?? State.generate()
+            if let fixedPort { state.port = fixedPort }
             if state.ownerPassword == nil { state.ownerPassword = State.randomHex() }
             if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 logger.info("creating the local PostgreSQL cluster", metadata: ["ledger.data": "\(dataDirectory.path)"])
@@ -90,6 +94,10 @@ public struct LocalPostgres: Sendable {
             }
             if try !isRunning(bin: bin) {
                 if !Self.isPortFree(state.port) {
+                    // Another program took the port while the server was stopped.
+                    guard fixedPort == nil else {
+                        throw StoreError.localServer("port \(state.port) (LEDGER_POSTGRES_PORT) on 127.0.0.1 is taken by another program")
+                    }
                     state.port = try Self.findFreePort()
                 }
                 try saveState(state)
@@ -108,12 +116,21 @@ public struct LocalPostgres: Sendable {
         return state.applicationSettings
     }
 
-    /// Stops the server if it runs (fast shutdown: open sessions are ended, committed data is safe).
-    public func stop() throws {
+    /// How `stop` ends the server's sessions.
+    public enum StopMode: String, Sendable {
+        /// Open sessions are ended and a checkpoint is written: what `ledger db stop` does.
+        case fast
+        /// As if the server crashed: no checkpoint, recovery from the WAL on the next start (what
+        /// the fault tests do to it). Committed data is safe when the cluster flushes to disk.
+        case immediate
+    }
+
+    /// Stops the server if it runs.
+    public func stop(mode: StopMode = .fast) throws {
         try withLock {
             let bin = try postgresBinDirectory()
             guard try isRunning(bin: bin) else { return }
-            try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"],
+            try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "-m", mode.rawValue, "-w", "stop"],
                     asServerUser: true, what: "stopping PostgreSQL")
         }
     }
@@ -423,6 +440,10 @@ public struct LocalPostgres: Sendable {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        // As PostgreSQL binds: a port whose last connections are still in TIME_WAIT (a server
+        // just stopped) is free to listen on again.
+        var reuse: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -115,11 +115,12 @@ struct Serve: AsyncParsableCommand {
         let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
-        let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, logger: logger)
+        let monitor = DatabaseMonitor(settings: settings, logger: logger)
+        let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, monitor: monitor, logger: logger)
         let projections = ProjectionRunner(
             client: client, listenConfiguration: settings.connectionConfiguration, logger: logger
         )
-        let application = server.application(services: [client, projections]) { boundPort in
+        let application = server.application(services: [client, monitor, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
             await onServerRunning(boundPort)
         }

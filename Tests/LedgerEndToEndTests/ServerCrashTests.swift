@@ -62,9 +62,14 @@ import Testing
             process.waitUntilExit()
         }
 
-        func stop() {
+        /// SIGTERM, and SIGKILL if it has not finished within `grace`; how long it took.
+        @discardableResult
+        func stop(grace: Duration = .seconds(20)) -> Duration {
+            let started = ContinuousClock.now
             process.terminate()
-            process.waitUntilExit()
+            while process.isRunning && started.duration(to: .now) < grace { usleep(20_000) }
+            if process.isRunning { kill() }
+            return started.duration(to: .now)
         }
     }
 
