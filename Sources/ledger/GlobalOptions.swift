@@ -9,7 +9,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "PostgreSQL URL, postgres://user:password@host:port/database (default: $LEDGER_DATABASE_URL, else the managed local server).",
+            "PostgreSQL URL, postgres://user:password@host:port/database[?sslmode=MODE&sslrootcert=FILE] (default: $LEDGER_DATABASE_URL, else the managed local server). Without sslmode, TLS is required for any host but loopback.",
             valueName: "url"
         )
     )
@@ -32,8 +32,20 @@ struct GlobalOptions: ParsableArguments {
 
     /// The database to use: the flag, the environment, or the managed local server.
     func databaseSettings(logger: Logger) async throws -> DatabaseSettings {
-        let url = databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
-        return try await LedgerDatabase.resolve(url: url, logger: logger)
+        try await LedgerDatabase.resolve(url: resolvedURL, logger: logger)
+    }
+
+    /// The key that seals App Store shared secrets (`LedgerDatabase.resolveSecrets`); nil when none is configured.
+    func secretSealer() throws -> SecretSealer? {
+        do {
+            return try LedgerDatabase.resolveSecrets(url: resolvedURL)
+        } catch let error as SecretError {
+            throw CommandFailure(message: error.message)
+        }
+    }
+
+    private var resolvedURL: String? {
+        databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
     }
 }
 
