@@ -42,13 +42,14 @@ import Testing
     }
 
     @Test func aVerifyWhoseAnswerTricklesPastTheDeadlineIsARetryableTimeoutAndRecordsNothing() async throws {
-        try await APIHarness.run(appStoreTimeout: .milliseconds(800)) { api in
+        // A deadline a loaded machine still meets for a normal answer, far below the trickle's 60 s.
+        try await APIHarness.run(appStoreTimeout: .seconds(4)) { api in
             try await api.defineProduct("coins.100", type: "consumable")
             let bought = try await api.buy("alice", "coins.100")
             let before = try await Self.recorded(api)
 
-            // The App Store answers at once, then sends its body over 10 s.
-            let faults = try await api.simulator(.PUT, "/admin/faults", ["trickleMilliseconds": 10_000])
+            // The App Store answers at once, then sends its body over 60 s.
+            let faults = try await api.simulator(.PUT, "/admin/faults", ["trickleMilliseconds": 60_000])
             #expect(faults.status == 200, "\(faults.text)")
             let started = ContinuousClock.now
             let answer = try await api.ingest("alice", device: "phone", receipt: bought.receipt)
@@ -57,7 +58,7 @@ import Testing
             #expect((answer.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
             #expect(answer.errorMessage?.contains("timed out") == true, "\(answer.errorMessage ?? "")")
             #expect(answer.headers.first(name: "Retry-After") != nil)
-            #expect(ContinuousClock.now - started < .seconds(8), "cut off by the deadline, not by the end of the body")
+            #expect(ContinuousClock.now - started < .seconds(40), "cut off by the deadline, not by the end of the body")
             let after = try await Self.recorded(api)
             #expect(after.events == before.events && after.receipts == before.receipts, "nothing recorded")
 
