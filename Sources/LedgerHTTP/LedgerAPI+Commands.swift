@@ -14,7 +14,7 @@ extension LedgerAPI {
     func finish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let transactionID = try Self.parameter("transactionId", context)
-        let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let user = try await owner(of: transactionID, app: app)
@@ -32,7 +32,7 @@ extension LedgerAPI {
     /// `POST …/failures`: a purchase the App Store did not complete.
     func recordFailure(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
-        let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         for (field, value) in [("userId", body.userId), ("deviceId", body.deviceId), ("productId", body.productId)] {
             try Self.validateIdentifier(value, field: field)
         }
@@ -50,7 +50,7 @@ extension LedgerAPI {
     func revoke(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let transactionID = try Self.parameter("transactionId", context)
-        let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let user = try await owner(of: transactionID, app: app)
             let revokedAt = body.revokedAt ?? Date()
@@ -68,7 +68,7 @@ extension LedgerAPI {
     func consume(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
-        let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateIdentifier(body.productId, field: "productId")
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
@@ -93,7 +93,7 @@ extension LedgerAPI {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
         let device = try Self.parameter("deviceId", context)
-        let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes)
+        let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let outcome = try await execute(app: app, user: user, context, commandKey: commandKey) { state, catalog in
                 guard state.version > 0 else { throw APIError.unknownUser(user) }

@@ -14,9 +14,12 @@ public struct LedgerAPI: Sendable {
     public struct Configuration: Sendable {
         /// How long a read with `minPosition` waits for the projections before answering 503.
         public var readWaitTimeout: Duration
+        /// How long a request body may take to arrive, all of it; past it, 408 and nothing recorded.
+        public var bodyReadTimeout: Duration
 
-        public init(readWaitTimeout: Duration = .seconds(5)) {
+        public init(readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30)) {
             self.readWaitTimeout = readWaitTimeout
+            self.bodyReadTimeout = bodyReadTimeout
         }
     }
 
@@ -32,13 +35,15 @@ public struct LedgerAPI: Sendable {
     let client: PostgresClient
     let logger: Logger
 
+    /// - Parameter secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
     public init(
-        client: PostgresClient, verifier: any ReceiptVerifier, configuration: Configuration = .init(), logger: Logger
+        client: PostgresClient, verifier: any ReceiptVerifier, configuration: Configuration = .init(),
+        secrets: SecretSealer? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.store = PostgresEventStore(client: client, logger: logger)
         self.handler = UserCommandHandler(store: store, logger: logger)
-        self.registry = AppRegistry(client: client, logger: logger)
+        self.registry = AppRegistry(client: client, logger: logger, secrets: secrets)
         self.access = APIAccess(registry: registry)
         self.idempotency = IdempotencyStore(client: client, logger: logger)
         self.reads = UserReadModels(client: client, logger: logger)

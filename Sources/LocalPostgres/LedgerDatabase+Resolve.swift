@@ -1,3 +1,4 @@
+import Foundation
 import LedgerStore
 import Logging
 
@@ -19,5 +20,17 @@ extension LedgerDatabase {
         let local = LocalPostgres()
         let runtime = try await local.start(logger: logger)
         return DatabaseRoles(runtime: runtime, owner: try owner ?? local.ownerSettings())
+    }
+
+    /// The key that seals App Store shared secrets: `LEDGER_SECRET_KEY` or `LEDGER_SECRET_KEY_FILE`
+    /// when set; else, with the managed local server (no `url`), the key file under the ledger's
+    /// home, made on first use, so that a ledger with nothing configured keeps its secrets sealed;
+    /// else none (secrets cannot be set until a key is configured).
+    public static func resolveSecrets(
+        url: String?, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> SecretSealer? {
+        if let sealer = try SecretSealer.fromEnvironment(environment) { return sealer }
+        guard url?.isEmpty ?? true else { return nil }
+        return try SecretSealer.loadOrCreate(file: LocalPostgres(environment: environment).secretKeyFile)
     }
 }

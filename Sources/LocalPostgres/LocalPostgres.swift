@@ -74,9 +74,12 @@ public struct LocalPostgres: Sendable {
 
     var root: URL { home.appendingPathComponent("postgres") }
     var dataDirectory: URL { root.appendingPathComponent("data") }
-    var stateFile: URL { home.appendingPathComponent("postgres.json") }
+    /// The port and the generated passwords (mode 0600).
+    public var stateFile: URL { home.appendingPathComponent("postgres.json") }
     var logFile: URL { root.appendingPathComponent("server.log") }
     var lockFile: URL { home.appendingPathComponent("postgres.lock") }
+    /// The key that seals shared secrets when no `LEDGER_SECRET_KEY(_FILE)` is set (mode 0600).
+    public var secretKeyFile: URL { home.appendingPathComponent("secret.key") }
 
     // MARK: Commands
 
@@ -167,7 +170,8 @@ public struct LocalPostgres: Sendable {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: dataDirectory)
         let passwordFile = root.appendingPathComponent("initdb.pw")
-        try Data((state.superuserPassword + "\n").utf8).write(to: passwordFile, options: .atomic)
+        // Mode 0600 from its creation; owned by the server user, who runs initdb, when we are root.
+        try PrivateFile.write(Data((state.superuserPassword + "\n").utf8), to: passwordFile, owner: serverAccount())
         defer { try? FileManager.default.removeItem(at: passwordFile) }
         try handToServerUser(root)
         try run(bin.appendingPathComponent("initdb"), [
@@ -247,7 +251,7 @@ public struct LocalPostgres: Sendable {
     private static func withConnection(
         _ settings: DatabaseSettings, logger: Logger, _ body: (PostgresConnection) async throws -> Void
     ) async throws {
-        let connection = try await PostgresConnection.connect(configuration: settings.connectionConfiguration, id: 1, logger: logger)
+        let connection = try await PostgresConnection.connect(configuration: try settings.connectionConfiguration, id: 1, logger: logger)
         do {
             try await body(connection)
             try await connection.close()
@@ -324,16 +328,21 @@ public struct LocalPostgres: Sendable {
         return exitCode
     }
 
-    /// Gives the cluster's folder to the unprivileged server user when we run as root.
-    private func handToServerUser(_ folder: URL) throws {
-        guard let user = serverUser else { return }
+    /// The unprivileged account the server runs as when we run as root; nil otherwise.
+    private func serverAccount() throws -> PrivateFile.Owner? {
+        guard let user = serverUser else { return nil }
         guard let account = getpwnam(user) else {
             throw StoreError.localServer(
                 "running as root, PostgreSQL must run as an unprivileged user, but user '\(user)' does not exist: create it or set LEDGER_POSTGRES_USER"
             )
         }
-        let uid = account.pointee.pw_uid
-        let gid = account.pointee.pw_gid
+        return PrivateFile.Owner(uid: account.pointee.pw_uid, gid: account.pointee.pw_gid)
+    }
+
+    /// Gives the cluster's folder to the unprivileged server user when we run as root.
+    private func handToServerUser(_ folder: URL) throws {
+        guard let user = serverUser, let account = try serverAccount() else { return }
+        let (uid, gid) = (account.uid, account.gid)
         guard chown(folder.path, uid, gid) == 0 else {
             throw StoreError.localServer("could not give \(folder.path) to user '\(user)' (errno \(errno))")
         }
@@ -419,8 +428,8 @@ public struct LocalPostgres: Sendable {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(state).write(to: stateFile, options: .atomic)
-        chmod(stateFile.path, 0o600)
+        // It holds both passwords: mode 0600 from its creation, never written in place.
+        try PrivateFile.write(try encoder.encode(state), to: stateFile)
     }
 
     /// Serialises cluster management between processes (tests start it from many at once).

@@ -47,9 +47,13 @@ extension Bench {
                 simulatorForLedger.report(port)
                 simulatorForLoad.report(port)
             }
-            let ledger = DemoLedgerService(roles: scratch, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger)
+            // The scratch database is thrown away: its app's secret may be sealed with a key of this run.
+            let secrets = try options.secretSealer() ?? SecretSealer(key: SecretSealer.generateKey(), origin: "a key of this run only")
+            let ledger = DemoLedgerService(
+                roles: scratch, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger
+            )
             let load = HTTPLoadService(
-                settings: scratch.runtime, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
+                settings: scratch.runtime, secrets: secrets, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
                 receipts: receipts, reads: reads, workers: workers, logger: logger
             )
             let group = ServiceGroup(configuration: .init(

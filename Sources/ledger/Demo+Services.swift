@@ -10,6 +10,7 @@ import ServiceLifecycle
 /// The ledger as `ledger serve` runs it, with the simulator as its App Store, on a free port.
 struct DemoLedgerService: Service {
     let roles: DatabaseRoles
+    let secrets: SecretSealer
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort
     let logger: Logger
@@ -20,8 +21,8 @@ struct DemoLedgerService: Service {
                                              sandboxURL: simulator + "/sandbox/verifyReceipt")
         // The demo's group handles the signals; this nested group shuts down when it does.
         try await Serve.serve(
-            roles: roles, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, logger: logger,
-            gracefulShutdownSignals: []
+            roles: roles, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, secrets: secrets,
+            logger: logger, gracefulShutdownSignals: []
         ) { port in ledgerPort.report(port) }
     }
 }
@@ -29,6 +30,7 @@ struct DemoLedgerService: Service {
 /// Registers the demo's app, tells the stories, prints where to look next; returning shuts the demo down.
 struct DemoStoriesService: Service {
     let roles: DatabaseRoles
+    let secrets: SecretSealer
     let bundleId: String
     let sharedSecret: String
     let simulatorPort: ServerPort
@@ -41,7 +43,7 @@ struct DemoStoriesService: Service {
         let ledgerBase = "http://127.0.0.1:\(try await ledgerPort.value("the ledger's server"))"
         try await DemoClient.createSimulatorApp(simulatorBase: simulatorBase, bundleId: bundleId, sharedSecret: sharedSecret)
         let key = try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
-            let registry = AppRegistry(client: client, logger: logger)
+            let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
             _ = try await registry.addApp(bundleId, sharedSecret: sharedSecret)
             return try await registry.createKey(app: bundleId, scopes: Set(APIScope.allCases), name: "ledger demo").token
         }

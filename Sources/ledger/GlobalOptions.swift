@@ -9,7 +9,7 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "PostgreSQL URL, postgres://user:password@host:port/database (default: $LEDGER_DATABASE_URL, else the managed local server).",
+            "PostgreSQL URL, postgres://user:password@host:port/database[?sslmode=MODE&sslrootcert=FILE] (default: $LEDGER_DATABASE_URL, else the managed local server). Without sslmode, TLS is required for any host but loopback.",
             valueName: "url"
         )
     )
@@ -46,12 +46,24 @@ struct GlobalOptions: ParsableArguments {
 
     /// The server's role and, when known, the owner's.
     func databaseRoles(logger: Logger) async throws -> DatabaseRoles {
-        let environment = ProcessInfo.processInfo.environment
-        return try await LedgerDatabase.resolveRoles(
-            url: databaseURL ?? environment["LEDGER_DATABASE_URL"],
-            ownerURL: ownerDatabaseURL ?? environment["LEDGER_OWNER_DATABASE_URL"],
+        try await LedgerDatabase.resolveRoles(
+            url: resolvedURL,
+            ownerURL: ownerDatabaseURL ?? ProcessInfo.processInfo.environment["LEDGER_OWNER_DATABASE_URL"],
             logger: logger
         )
+    }
+
+    /// The key that seals App Store shared secrets (`LedgerDatabase.resolveSecrets`); nil when none is configured.
+    func secretSealer() throws -> SecretSealer? {
+        do {
+            return try LedgerDatabase.resolveSecrets(url: resolvedURL)
+        } catch let error as SecretError {
+            throw CommandFailure(message: error.message)
+        }
+    }
+
+    private var resolvedURL: String? {
+        databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
     }
 }
 

@@ -1,5 +1,6 @@
 import AppStore
 import AppStoreSimulator
+import Crypto
 import Foundation
 import LedgerDomain
 import LedgerHTTP
@@ -26,7 +27,9 @@ import Testing
         let process: Process
         let base: String
 
-        static func start(database: DatabaseSettings, appStore: String, log: URL, environment extra: [String: String] = [:]) async throws -> Server {
+        static func start(
+            database: DatabaseSettings, appStore: String, secretKey: String, log: URL, environment extra: [String: String] = [:]
+        ) async throws -> Server {
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw HarnessError(message: "cannot create the server's log file \(log.path)")
             }
@@ -37,6 +40,8 @@ import Testing
             environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
             environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
             environment["LEDGER_APPSTORE_SANDBOX_URL"] = appStore
+            environment["LEDGER_SECRET_KEY"] = secretKey
+            environment["LEDGER_SECRET_KEY_FILE"] = nil
             environment.merge(extra) { $1 }
             process.environment = environment
             let output = try FileHandle(forWritingTo: log)
@@ -89,7 +94,10 @@ import Testing
                 let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
                     .json["sharedSecret"] as? String
                 _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
-                let registry = AppRegistry(client: client, logger: logger)
+                // The server seals and opens shared secrets with the key of LEDGER_SECRET_KEY, as in production.
+                let secretKey = SecretSealer.generateKey().withUnsafeBytes { Data($0) }.base64EncodedString()
+                let secrets = try #require(try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": secretKey]))
+                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
                 try await registry.addApp(app, sharedSecret: secret)
                 let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
 
@@ -104,7 +112,7 @@ import Testing
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-crash-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let first = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                let first = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
                 _ = try await APIHarness.send(.PUT, first.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
 
                 // Post everything, 8 at a time, and kill the server once a third has been answered.
@@ -132,7 +140,7 @@ import Testing
                 #expect(answeredBeforeCrash < receipts.count, "the kill came mid-ingest")
 
                 // Started again, every client retries; each purchase is recorded once.
-                let second = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                let second = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
                 defer { second.stop() }
                 var lastPosition = 0
                 for item in receipts {
@@ -180,7 +188,9 @@ extension ServerCrashTests {
                 let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
                     .json["sharedSecret"] as? String
                 _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
-                let registry = AppRegistry(client: client, logger: logger)
+                let secretKey = SecretSealer.generateKey().withUnsafeBytes { Data($0) }.base64EncodedString()
+                let secrets = try #require(try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": secretKey]))
+                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
                 try await registry.addApp(app, sharedSecret: secret)
                 let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
                 _ = try await APIHarness.send(.POST, simulatorBase + "/admin/users", key: nil, json: ["userId": "alice"])
@@ -190,7 +200,7 @@ extension ServerCrashTests {
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-failpoint-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let doomed = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile,
+                let doomed = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile,
                                                     environment: ["LEDGER_FAILPOINT": "after-command-append"])
                 _ = try await APIHarness.send(.PUT, doomed.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
                 let ingested = try await APIHarness.send(.POST, doomed.base + "/v1/apps/\(app)/receipts", key: key,
@@ -206,7 +216,7 @@ extension ServerCrashTests {
                 #expect(doomed.process.terminationReason == .uncaughtSignal && doomed.process.terminationStatus == SIGKILL)
                 #expect(try await consumptions(client) == 1, "the append committed before the crash")
 
-                let revived = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                let revived = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
                 defer { revived.stop() }
                 let retry = try await APIHarness.send(.POST, revived.base + path, key: key, raw: consumption, headers: headers)
                 #expect(retry.status == 201, "\(retry.text)")

@@ -23,7 +23,7 @@ struct LogFollowerTests {
     ) async throws -> [Int64] {
         let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
         let follower = LogFollower(
-            store: store, listenConfiguration: settings.connectionConfiguration,
+            store: store, listenConfiguration: try settings.connectionConfiguration,
             pollInterval: .milliseconds(200), batchSize: 50, logger: TestDatabase.logger
         )
         let delivered = Delivered()
@@ -98,7 +98,7 @@ struct LogFollowerTests {
 
                 let delivered = Delivered()
                 let follower = LogFollower(
-                    store: store, listenConfiguration: settings.connectionConfiguration,
+                    store: store, listenConfiguration: try settings.connectionConfiguration,
                     pollInterval: .milliseconds(100), logger: TestDatabase.logger
                 )
                 try await withThrowingTaskGroup(of: Void.self) { group in

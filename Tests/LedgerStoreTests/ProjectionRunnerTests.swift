@@ -115,7 +115,7 @@ struct ProjectionRunnerTests {
         try await TestDatabase.withDatabase { client, settings in
             let handler = try await Self.seed(client, users: 12)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           batchSize: 25, pollInterval: .milliseconds(100), logger: TestDatabase.logger)
             #expect(try await Self.runUntilCaughtUp(runner, client, head: head))
             for projection in Projections.all {
@@ -143,7 +143,7 @@ struct ProjectionRunnerTests {
             let handler = try await Self.seed(client, users: 20)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             let make = {
-                ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                  projections: [ConsumableBalancesProjection.self], batchSize: 7,
                                  pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             }
@@ -177,7 +177,7 @@ struct ProjectionRunnerTests {
                 to: StreamID.user(app: Self.app, user: "u0"), expecting: .any
             )
             // One projection is enough to show the stop, and one event per batch shows exactly where.
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           projections: [OwnershipProjection.self], batchSize: 1, pollInterval: .milliseconds(50),
                                           logger: TestDatabase.logger)
             #expect(try await Self.runUntil(runner) {

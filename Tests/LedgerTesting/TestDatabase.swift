@@ -105,7 +105,7 @@ public enum TestDatabase {
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let connection = try await PostgresConnection.connect(
-            configuration: settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
+            configuration: try settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
         )
         do {
             let result = try await body(connection)
