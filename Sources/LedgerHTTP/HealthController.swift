@@ -44,23 +44,21 @@ public struct HealthController: Sendable {
                 )
             }
             do {
-                // Answered within a second even when the database stops answering mid-way: the
-                // pool would queue the reads until it gives up.
+                // Answered within about a second even when the database stops answering mid-way:
+                // the pool would queue the reads until it gives up.
                 let read = try await withThrowingTaskGroup(of: (Int64, [ProjectionStatus])?.self) { group in
                     group.addTask { [client, logger] in
                         let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
                         return (head, try await ProjectionStatus.all(client, logger: logger))
                     }
+                    // Given up on when the monitor sees the database down (it probes every second), or
+                    // after 10 s of a database that answers too slowly to call healthy.
                     group.addTask { [monitor] in
-                        if let monitor {
-                            await withTaskGroup(of: Void.self) { race in
-                                race.addTask { await monitor.waitUntilDown() }
-                                race.addTask { try? await Task.sleep(for: .seconds(1)) }
-                                await race.next()
-                                race.cancelAll()
-                            }
-                        } else {
-                            try await Task.sleep(for: .seconds(1))
+                        await withTaskGroup(of: Void.self) { race in
+                            if let monitor { race.addTask { await monitor.waitUntilDown() } }
+                            race.addTask { try? await Task.sleep(for: .seconds(10)) }
+                            await race.next()
+                            race.cancelAll()
                         }
                         return nil
                     }

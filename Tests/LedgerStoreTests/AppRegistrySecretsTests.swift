@@ -127,7 +127,8 @@ struct AppRegistrySecretsTests {
 
     @Test("a malformed token is refused without a query, and a refused well-formed one without another")
     func refusedTokensCostNoQuery() async throws {
-        try await TestDatabase.withDatabase { client, _ in
+        try await TestDatabase.withDatabase { client, settings in
+            let owner = try await TestDatabase.ownerSettings(for: settings)
             let registry = AppRegistry(client: client, logger: logger)
             try await registry.addApp(Self.app, sharedSecret: nil)
             let key = try await registry.createKey(app: Self.app, scopes: [.read])
@@ -137,8 +138,8 @@ struct AppRegistrySecretsTests {
             #expect(try await registry.authenticate(unknownKey) == nil)
             #expect(try await registry.authenticate(key.token)?.keyId == key.key.keyId)
 
-            // Take the keys' table away: any lookup now fails loudly.
-            try await client.query("ALTER TABLE ledger.api_keys RENAME TO api_keys_away", logger: logger)
+            // Take the keys' table away (as its owner): any lookup now fails loudly.
+            try await TestDatabase.withConnection(owner) { try await $0.query("ALTER TABLE ledger.api_keys RENAME TO api_keys_away", logger: logger) }
             for token in ["", "Bearer", "lk_short_x", "lk_0123456789ABCDEF_upper-case-id", "lk_0123456789abcdef_", String(repeating: "x", count: 10_000)] {
                 #expect(try await registry.authenticate(token) == nil, "malformed: \(token.prefix(40))")
             }
@@ -146,7 +147,7 @@ struct AppRegistrySecretsTests {
             #expect(try await registry.authenticate(unknownKey) == nil, "refused lately: no query")
             // A token not refused before is looked up, so a working key is never taken for a refused one.
             await #expect(throws: PSQLError.self) { try await registry.authenticate(key.token) }
-            try await client.query("ALTER TABLE ledger.api_keys_away RENAME TO api_keys", logger: logger)
+            try await TestDatabase.withConnection(owner) { try await $0.query("ALTER TABLE ledger.api_keys_away RENAME TO api_keys", logger: logger) }
         }
     }
 
