@@ -12,11 +12,17 @@ public struct LedgerServer: Sendable {
         public var host: String
         public var port: Int
         public var api: LedgerAPI.Configuration
+        /// When `/health` calls a projection stalled and a transaction long.
+        public var health: LedgerHealth.Thresholds
 
-        public init(host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init()) {
+        public init(
+            host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init(),
+            health: LedgerHealth.Thresholds = .init()
+        ) {
             self.host = host
             self.port = port
             self.api = api
+            self.health = health
         }
     }
 
@@ -39,7 +45,7 @@ public struct LedgerServer: Sendable {
         router.middlewares.add(RequestIDMiddleware())
         router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(ErrorMiddleware())
-        HealthController(client: client, logger: logger).addRoutes(to: router)
+        HealthController(client: client, thresholds: configuration.health, logger: logger).addRoutes(to: router)
         OpenAPIController().addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
         LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, logger: logger).addRoutes(to: router)

@@ -60,9 +60,25 @@ struct Serve: AsyncParsableCommand {
         for url in [appStore.productionURL, appStore.sandboxURL] where URL(string: url)?.host == nil {
             throw CommandFailure(message: "App Store URL '\(url)' is not an http(s) URL")
         }
+        let defaults = LedgerHealth.Thresholds()
+        let health = LedgerHealth.Thresholds(
+            stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
+            longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction
+        )
         let settings = try await options.databaseSettings(logger: logger)
-        let configuration = LedgerServer.Configuration(host: host, port: port, api: .init(readWaitTimeout: .milliseconds(wait)))
+        let configuration = LedgerServer.Configuration(
+            host: host, port: port, api: .init(readWaitTimeout: .milliseconds(wait)), health: health
+        )
         try await Self.serve(settings: settings, configuration: configuration, appStore: appStore, logger: logger) { _ in }
+    }
+
+    /// A whole number of seconds from an environment variable, nil when it is not set.
+    static func seconds(_ name: String, in environment: [String: String]) throws -> Duration? {
+        guard let text = environment[name] else { return nil }
+        guard let seconds = Int(text), (1...86_400).contains(seconds) else {
+            throw CommandFailure(message: "\(name) '\(text)' is not a whole number of seconds from 1 to 86400")
+        }
+        return .seconds(seconds)
     }
 
     /// Migrates, then runs the server and the projection runner until shutdown. The demo runs the same.
@@ -78,6 +94,8 @@ struct Serve: AsyncParsableCommand {
             "ledger.appstore.sandbox_url": "\(appStore.sandboxURL)",
             "ledger.appstore.timeout": "\(appStore.timeout)",
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
+            "ledger.health.stall": "\(configuration.health.stall)",
+            "ledger.health.long_transaction": "\(configuration.health.longTransaction)",
             "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
         ])
         // Before the store, the App Store client and the runner exist: they make their metrics when made.
