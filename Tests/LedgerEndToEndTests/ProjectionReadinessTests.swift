@@ -33,7 +33,7 @@ import Testing
 
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await runner.run() }
-                #expect(try await eventually {
+                #expect(try await eventually(timeout: .seconds(120)) {
                     try await api.send(.GET, entitlements + "?minPosition=\(position)", key: api.allKey).status == 200
                 })
                 let answered = try await api.send(.GET, entitlements + "?minPosition=\(position)", key: api.allKey)
@@ -46,7 +46,7 @@ import Testing
                     [try NewEvent(type: EventTypeName("GiftCardRedeemed", version: 1), data: #"{"amount":"10"}"#)],
                     to: StreamID.user(app: APIHarness.app, user: "alice"), expecting: .any
                 )
-                #expect(try await eventually {
+                #expect(try await eventually(timeout: .seconds(120)) {
                     let health = try await api.send(.GET, "/health", key: nil)
                     return (health.json["problems"] as? [String])?.count == 6
                 })

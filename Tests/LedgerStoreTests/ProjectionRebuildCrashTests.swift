@@ -81,7 +81,7 @@ struct ProjectionRebuildCrashTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         try await TestDatabase.withDatabase { client, settings in
-            _ = try await ProjectionRunnerTests.seed(client, users: 600)
+            _ = try await ProjectionRunnerTests.seed(client, users: 400)
             let head = try await PostgresEventStore(client: client, logger: Self.logger).headPosition()
 
             try await Self.rebuild(settings, log: directory.appendingPathComponent("uninterrupted.log"))
