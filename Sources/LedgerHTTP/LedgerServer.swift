@@ -18,16 +18,19 @@ public struct LedgerServer: Sendable {
         /// API requests (`/v1/…`) answered at once; beyond it, 503 `overloaded` with `Retry-After`,
         /// before any work. Health, metrics and the OpenAPI document are not counted.
         public var maximumRequestsInFlight: Int
+        /// When `/health` calls a projection stalled and a transaction long.
+        public var health: LedgerHealth.Thresholds
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init(),
-            idleTimeout: Duration = .seconds(30), maximumRequestsInFlight: Int = 256
+            idleTimeout: Duration = .seconds(30), maximumRequestsInFlight: Int = 256, health: LedgerHealth.Thresholds = .init()
         ) {
             self.host = host
             self.port = port
             self.api = api
             self.idleTimeout = idleTimeout
             self.maximumRequestsInFlight = maximumRequestsInFlight
+            self.health = health
         }
     }
 
@@ -63,7 +66,7 @@ public struct LedgerServer: Sendable {
         router.middlewares.add(ErrorMiddleware())
         router.middlewares.add(RequestLimitMiddleware(limit: configuration.maximumRequestsInFlight))
         if let monitor { router.middlewares.add(DatabaseGateMiddleware(monitor: monitor)) }
-        HealthController(client: client, monitor: monitor, logger: logger).addRoutes(to: router)
+        HealthController(client: client, thresholds: configuration.health, monitor: monitor, logger: logger).addRoutes(to: router)
         OpenAPIController().addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
         LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, secrets: secrets, logger: logger)

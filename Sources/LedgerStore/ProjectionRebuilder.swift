@@ -11,8 +11,11 @@ import PostgresNIO
 ///
 /// The build folds the whole log in memory in one ordered, gap-safe pass and writes the rows with
 /// COPY; events that arrive meanwhile are applied in batches like the runner does. The switch
-/// replaces the live table and its checkpoint in one transaction: a runner working on the old
-/// table finds its checkpoint moved and continues from the new one.
+/// replaces the live table and its checkpoint in one transaction, never moving the checkpoint
+/// back (see `switchOver`): a runner working on the old table finds its checkpoint moved and
+/// continues from the new one. Killed at any point, a rebuild leaves the live version as it was
+/// (or, with several projections, some switched and the rest as they were); run again, it gives
+/// the rows an uninterrupted one gives.
 public struct ProjectionRebuilder: Sendable {
     /// Progress after each chunk of the scan.
     public struct Progress: Sendable {
@@ -277,33 +280,63 @@ public struct ProjectionRebuilder: Sendable {
         return LiveVersion(version: version, position: position, table: "\(projection.name.rawValue)_v\(version)")
     }
 
+    /// How long a switch-over keeps trying to get its locks (see `ProjectionTables.withRegistryLocked`):
+    /// a long query on the view delays the switch, never the readers behind it.
+    static let switchPatience = Duration.seconds(300)
+
     /// Makes the rebuilt table the live one, with its checkpoint, in one transaction.
-    private func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
-        try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
-            // Holds back the runner's checkpoint update until the switch is done.
-            let live = try await connection.query(
-                "SELECT version FROM ledger.projections WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE",
+    ///
+    /// Locks as the runner does, rows of `ledger.projections` before tables: a runner's batch in
+    /// flight finishes first, and the next waits until the switch is done (then finds its
+    /// checkpoint moved and continues from the new one). Under those locks the rebuilt rows are
+    /// brought up to the furthest checkpoint of the versions they replace, since the runner may
+    /// have applied events after the rebuild's last catch-up: the checkpoint never moves back, and
+    /// a read answered at a position is never followed by one answered below it.
+    func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
+        let batches = ProjectionBatchWriter(client: client, logger: logger)
+        let store = store
+        let logger = logger
+        return try await ProjectionTables.withRegistryLocked(client, logger: logger, patience: Self.switchPatience) { connection in
+            let versions = try await connection.query(
+                """
+                SELECT version, position FROM ledger.projections
+                WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE
+                """,
                 logger: logger
-            ).collect().map { try $0.decode(Int.self) }
-            for version in live where version != projection.version {
+            ).collect().map { try $0.decode((Int, Int64).self) }
+            // Rolled back with the switch if it has to try again, so it starts from `position` each time.
+            var position = position
+            let furthest = versions.map(\.1).max() ?? 0
+            while position < furthest {
+                let events = try await store.readAll(after: position, stream: nil, limit: 1_000)
+                guard let last = events.last else { break }
+                try await batches.applyRows(events, to: projection, table: table, on: connection)
+                position = last.position
+            }
+            // Every checkpoint is an event's position, which a gap-safe read has returned once and
+            // returns ever after: the loop ends at or past `furthest`.
+            position = max(position, furthest)
+            for (version, _) in versions where version != projection.version {
                 try await connection.query(
                     "UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
                     logger: logger
                 )
             }
             // The view depends on the tables: it goes first and comes back on the rebuilt one.
+            try await ProjectionTables.lockReadersOut(on: connection, logger: logger)
             try await connection.query(ProjectionTables.dropView(of: projection), logger: logger)
-            for version in Set(live + [projection.version]) {
+            for version in Set(versions.map(\.0) + [projection.version]) {
                 try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
             }
             try await connection.query(ProjectionTables.renameTable(table, to: projection.tableName), logger: logger)
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
+            // At or past the version's own checkpoint, as the database insists (0010_projection_checkpoints.sql).
             try await connection.query(
                 """
                 INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), \(ProjectionState.live))
-                ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position, status = \(ProjectionState.live), error = NULL,
-                    error_position = NULL, updated_at = now()
+                ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position,
+                    status = \(ProjectionState.live), error = NULL, error_position = NULL, updated_at = now()
                 """,
                 logger: logger
             )

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -11,10 +12,11 @@ import ServiceLifecycle
 /// Each projection version follows the log on its own through the gap-safe follower. For a batch
 /// of events it recomputes the rows of every user the batch touched (from the user's stream up to
 /// the batch's last position) and replaces them, and moves its checkpoint, in one transaction: a
-/// crash at any moment resumes to exactly the rows a rebuild gives. An event it cannot decode, or
-/// a fold that fails, stops that projection with the reason and the position (see
-/// `ledger.projections`); the others keep going. A new version builds beside the live one and
-/// takes over, atomically, once it has caught up.
+/// crash at any moment resumes to exactly the rows a rebuild gives. A deterministic error (an
+/// event it cannot decode, a fold that fails, rows the database refuses) stops that projection
+/// with the reason and the position (see `ledger.projections`); the others keep going, and a lost
+/// database is retried within seconds. A new version builds beside the live one and takes over,
+/// atomically, once it has caught up.
 public struct ProjectionRunner: Service {
     let client: PostgresClient
     let store: PostgresEventStore
@@ -49,6 +51,10 @@ public struct ProjectionRunner: Service {
 
     /// Follows the log for every projection until cancelled or gracefully shut down. A batch in
     /// flight at shutdown rolls back and is applied again at the next start.
+    ///
+    /// A projection that failed stops, but the runner does not: when every projection has stopped
+    /// it waits for the shutdown, since a service ending early would end the whole server, which
+    /// still records purchases and whose `/health` says what failed.
     public func run() async throws {
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -58,37 +64,72 @@ public struct ProjectionRunner: Service {
                 try await group.waitForAll()
             }
         }
+        if !Task.isCancelled { try? await gracefulShutdown() }
     }
 
-    /// Follows the log for one projection until cancelled. An unreadable event or a failing fold
-    /// stops it for good (recorded, with the position); anything else, such as a lost database
-    /// connection, is retried with backoff from the last checkpoint.
+    /// The pause after the first transient error; it doubles after each further one, up to
+    /// `longestRetryDelay`, and starts again after a batch goes through. Short, because a database
+    /// that comes back must be followed again within seconds.
+    static let firstRetryDelay = Duration.milliseconds(250)
+    static let longestRetryDelay = Duration.seconds(2)
+
+    /// The pauses before each retry, for `failures` transient errors in a row.
+    static func retryDelays(_ failures: Int) -> [Duration] {
+        var delays: [Duration] = []
+        var delay = firstRetryDelay
+        for _ in 0..<failures {
+            delays.append(delay)
+            delay = min(delay * 2, longestRetryDelay)
+        }
+        return delays
+    }
+
+    /// Follows the log for one projection until cancelled. A deterministic error (an event it
+    /// cannot read, a fold that fails, rows the database refuses) stops it for good, recorded with
+    /// the position (`ProjectionFailure.judging` says which errors are); a transient one, such as a
+    /// lost database connection, is retried from the last checkpoint after a short pause. A version
+    /// that failed before is tried once more when the runner starts: the cause may have been fixed.
     func runProjection(_ projection: any UserProjection.Type) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
         let metrics = ProjectionMetrics(projection, database: metricsDatabase)
-        var delay = Duration.milliseconds(250)
+        var delay = Self.firstRetryDelay
+        var retriedEarlierFailure = false
         while !Task.isCancelled {
+            // The positions of the batch being applied, for the failure's record.
+            var batch: ClosedRange<Int64>?
             do {
-                guard let checkpoint = try await register(projection) else {
-                    logger.warning("projection stopped earlier; see `ledger projections status`")
+                if !retriedEarlierFailure {
+                    try await retryEarlierFailure(of: projection, logger: logger)
+                    retriedEarlierFailure = true
+                }
+                let (checkpoint, state) = try await register(projection)
+                guard state == .live || state == .building else {
+                    logger.warning("projection version not followed", metadata: [
+                        "ledger.status": "\(state)", "ledger.hint": "see `ledger projections status`",
+                    ])
+                    metrics.recordFailed(state == .failed)
                     return
                 }
+                metrics.recordFailed(false)
                 metrics.record(position: checkpoint, head: try await store.headPosition())
                 let follower = LogFollower(
                     store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
                     batchSize: batchSize, logger: logger
                 )
                 var position = checkpoint
-                try await follower.follow(after: checkpoint) { events in
+                var live = state == .live
+                try await follower.follow(after: checkpoint, whenCaughtUp: { reached in
+                    // Everything visible is applied: no lag, and a building version can take over.
+                    metrics.record(position: reached, head: reached)
+                    if !live { live = try await switchOverIfCaughtUp(projection) }
+                }) { events in
+                    batch = events.first.map { $0.position...(events.last?.position ?? $0.position) }
                     let last = try await apply(events, to: projection, after: position)
+                    batch = nil
                     position = last
-                    delay = .milliseconds(250)
-                    if events.count < batchSize {
-                        // A short batch means the follower has read everything visible: no lag.
-                        metrics.record(position: last, head: last)
-                        try await switchOverIfCaughtUp(projection, at: last)
-                    } else {
+                    delay = Self.firstRetryDelay
+                    if events.count == batchSize {
                         // Catching up: one cheap max(position) per full batch measures the distance.
                         metrics.record(position: last, head: try await store.headPosition())
                     }
@@ -97,18 +138,20 @@ public struct ProjectionRunner: Service {
             } catch where Task.isCancelled || error is CancellationError {
                 // Shutting down mid-batch: the batch's transaction did not commit; nothing failed.
                 return
-            } catch let failure as ProjectionFailure {
-                logger.error("projection stopped", metadata: [
-                    "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
-                ])
-                try? await markFailed(projection, failure)
-                return
             } catch {
+                if let failure = ProjectionFailure.judging(error, batch: batch) {
+                    logger.error("projection stopped", metadata: [
+                        "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
+                    ])
+                    metrics.recordFailed(true)
+                    await markFailed(projection, failure, logger: logger)
+                    return
+                }
                 logger.warning("projection interrupted, retrying from its checkpoint", metadata: [
                     "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
                 ])
                 try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
+                delay = min(delay * 2, Self.longestRetryDelay)
             }
         }
     }
@@ -122,9 +165,13 @@ public struct ProjectionRunner: Service {
         for projection in projections { _ = try await register(projection) }
     }
 
-    /// Creates the version's table the first time and returns its checkpoint, or nil when the
-    /// version has failed (it waits for a fix and a new version, not for a restart).
-    func register(_ projection: any UserProjection.Type) async throws -> Int64? {
+    /// Creates the version's table the first time; returns its checkpoint and state.
+    ///
+    /// A new version is live at once only when no version of the projection is live and the log
+    /// is empty (a new database: its empty tables are the truth). Otherwise it is building until it
+    /// has caught up, and readers are answered 503 `projections_behind` meanwhile rather than from
+    /// a table that does not hold the log's events yet.
+    func register(_ projection: any UserProjection.Type) async throws -> (position: Int64, state: ProjectionState) {
         try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
             let existing = try await connection.query(
                 "SELECT position, status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
@@ -132,13 +179,20 @@ public struct ProjectionRunner: Service {
             ).collect()
             if let row = existing.first {
                 let (position, status) = try row.decode((Int64, String).self)
-                let state = ProjectionState(rawValue: status)
-                return state == .failed || state == .retired ? nil : position
+                guard let state = ProjectionState(rawValue: status) else {
+                    throw StoreError.integrity("ledger.projections holds status '\(status)', which this version does not know")
+                }
+                return (position, state)
             }
-            let live = try await connection.query(
-                "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)", logger: logger
+            let answered = try await connection.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)),
+                       EXISTS (SELECT 1 FROM ledger.events)
+                """,
+                logger: logger
             ).collect()
-            let status: ProjectionState = live.isEmpty ? .live : .building
+            let (anotherLive, logHasEvents) = try answered.first?.decode((Bool, Bool).self) ?? (false, false)
+            let status: ProjectionState = anotherLive || logHasEvents ? .building : .live
             try await connection.query(ProjectionTables.createTable(projection, named: projection.tableName, replacing: false), logger: logger)
             for index in ProjectionTables.createIndexes(projection, on: projection.tableName, named: true) {
                 try await connection.query(index, logger: logger)
@@ -151,7 +205,32 @@ public struct ProjectionRunner: Service {
             if status == .live {
                 try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             }
-            return 0
+            return (0, status)
+        }
+    }
+
+    /// A version that failed is set to building again, once per run of the runner: a restart is
+    /// how an operator says the cause is fixed (a constraint dropped, the database repaired). If
+    /// it was not, the same batch fails again and the version is failed again, with the reason.
+    private func retryEarlierFailure(of projection: any UserProjection.Type, logger: Logger) async throws {
+        let rows = try await client.query(
+            """
+            WITH failed AS (
+                SELECT name, version, error, error_position FROM ledger.projections
+                WHERE name = \(projection.name) AND version = \(projection.version) AND status = \(ProjectionState.failed)
+                FOR UPDATE
+            )
+            UPDATE ledger.projections p SET status = \(ProjectionState.building), error = NULL, error_position = NULL, updated_at = now()
+            FROM failed WHERE p.name = failed.name AND p.version = failed.version
+            RETURNING failed.error, failed.error_position
+            """,
+            logger: logger
+        ).collect()
+        for row in rows {
+            let (error, position) = try row.decode((String?, Int64?).self)
+            logger.notice("projection failed earlier; trying it again", metadata: [
+                "ledger.error": "\(error ?? "-")", "ledger.position": "\(position.map(String.init) ?? "-")",
+            ])
         }
     }
 
@@ -178,53 +257,72 @@ public struct ProjectionRunner: Service {
 
     // MARK: Status
 
-    private func switchOverIfCaughtUp(_ projection: any UserProjection.Type, at position: Int64) async throws {
+    /// Makes a building version live once it has caught up, retiring the live one (and older
+    /// versions still building or failed: the code has moved past them). Its rows and its
+    /// checkpoint must not be behind the version it replaces, or a reader who was answered at the
+    /// old checkpoint would next be answered below it: if the old version is further on (a runner
+    /// of older code still follows it), the switch waits for a later batch. A version never
+    /// replaces a newer live one. Returns whether the version is live now.
+    private func switchOverIfCaughtUp(_ projection: any UserProjection.Type) async throws -> Bool {
         try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
-            let rows = try await connection.query(
-                "SELECT status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
-                logger: logger
-            ).collect()
-            guard let status = try rows.first?.decode(String.self), ProjectionState(rawValue: status) == .building else { return }
-            let retired = try await connection.query(
+            // The rows first, as every writer locks them (see `ProjectionTables.withRegistryLocked`).
+            let versions = try await connection.query(
                 """
-                UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now()
-                WHERE name = \(projection.name) AND status = \(ProjectionState.live) RETURNING version
+                SELECT version, status, position FROM ledger.projections
+                WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE
                 """,
                 logger: logger
-            ).collect()
+            ).collect().map { row in
+                let (version, status, position) = try row.decode((Int, String, Int64).self)
+                return (version: version, state: ProjectionState(rawValue: status), position: position)
+            }
+            guard let mine = versions.first(where: { $0.version == projection.version }) else { return false }
+            guard mine.state == .building else { return mine.state == .live }
+            let live = versions.filter { $0.state == .live }
+            guard live.allSatisfy({ $0.version < mine.version && $0.position <= mine.position }) else { return false }
+            let replaced = versions.filter { $0.state == .live || $0.version < mine.version }
+            for version in replaced.map(\.version) {
+                try await connection.query(
+                    "UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
+                    logger: logger
+                )
+            }
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             try await connection.query(
                 "UPDATE ledger.projections SET status = \(ProjectionState.live), updated_at = now() WHERE name = \(projection.name) AND version = \(projection.version)",
                 logger: logger
             )
-            for row in retired {
-                let version = try row.decode(Int.self)
+            for version in replaced.map(\.version) {
                 try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
             }
-            logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
+            logger.info("projection version live", metadata: ["ledger.position": "\(mine.position)"])
+            return true
         }
     }
 
-    private func markFailed(_ projection: any UserProjection.Type, _ failure: ProjectionFailure) async throws {
-        try await client.query(
-            """
-            UPDATE ledger.projections SET status = \(ProjectionState.failed), error = \(failure.message), error_position = \(failure.position), updated_at = now()
-            WHERE name = \(projection.name) AND version = \(projection.version)
-            """,
-            logger: logger
-        )
+    /// Records the failure, unless the version was retired or rebuilt meanwhile. Retried until it
+    /// is recorded (or the runner stops): a failure nobody can see would only show as a stall.
+    private func markFailed(_ projection: any UserProjection.Type, _ failure: ProjectionFailure, logger: Logger) async {
+        var delay = Self.firstRetryDelay
+        while !Task.isCancelled {
+            do {
+                try await client.query(
+                    """
+                    UPDATE ledger.projections SET status = \(ProjectionState.failed), error = \(failure.message),
+                        error_position = \(failure.position), updated_at = now()
+                    WHERE name = \(projection.name) AND version = \(projection.version)
+                      AND status = ANY(\([ProjectionState.live, .building].map(\.rawValue)))
+                    """,
+                    logger: logger
+                )
+                return
+            } catch {
+                logger.warning("projection failure not recorded yet, retrying", metadata: [
+                    "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
+                ])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, Self.longestRetryDelay)
+            }
+        }
     }
-}
-
-/// Why a projection stopped, and at which position.
-struct ProjectionFailure: Error, CustomStringConvertible {
-    let message: String
-    let position: Int64?
-    var description: String { message }
-}
-
-/// Another runner moved the checkpoint; retried from the new one, not a failure.
-struct CheckpointMoved: Error, CustomStringConvertible {
-    let projection: String
-    var description: String { "another runner moved the checkpoint of \(projection); continuing from its position" }
 }

@@ -88,15 +88,29 @@ struct Serve: AsyncParsableCommand {
         for url in [appStore.productionURL, appStore.sandboxURL] where URL(string: url)?.host == nil {
             throw CommandFailure(message: "App Store URL '\(URLRedaction.masked(url))' is not an http(s) URL")
         }
+        let defaults = LedgerHealth.Thresholds()
+        let health = LedgerHealth.Thresholds(
+            stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
+            longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction
+        )
         let secrets = try options.secretSealer()
         var roles = try await options.databaseRoles(logger: logger)
         if !migrate { roles.owner = nil }
         let configuration = LedgerServer.Configuration(
             host: host, port: port,
             api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead)),
-            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight
+            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health
         )
         try await Self.serve(roles: roles, configuration: configuration, appStore: appStore, secrets: secrets, logger: logger) { _ in }
+    }
+
+    /// A whole number of seconds from an environment variable, nil when it is not set.
+    static func seconds(_ name: String, in environment: [String: String]) throws -> Duration? {
+        guard let text = environment[name] else { return nil }
+        guard let seconds = Int(text), (1...86_400).contains(seconds) else {
+            throw CommandFailure(message: "\(name) '\(text)' is not a whole number of seconds from 1 to 86400")
+        }
+        return .seconds(seconds)
     }
 
     /// Migrates (as the owner, when known), seals the shared secrets stored before sealing, then
@@ -116,6 +130,8 @@ struct Serve: AsyncParsableCommand {
             "ledger.appstore.sandbox_url": "\(URLRedaction.masked(appStore.sandboxURL))",
             "ledger.appstore.timeout": "\(appStore.timeout)",
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
+            "ledger.health.stall": "\(configuration.health.stall)",
+            "ledger.health.long_transaction": "\(configuration.health.longTransaction)",
             "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
             "ledger.body_read_timeout": "\(configuration.api.bodyReadTimeout)",
             "ledger.idle_timeout": "\(configuration.idleTimeout)",

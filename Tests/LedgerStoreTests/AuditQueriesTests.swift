@@ -356,7 +356,7 @@ struct AuditQueriesTests {
             let old = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                        projections: [AuditTrailVersion1.self], pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntil(old) {
-                try await ProjectionRunnerTests.checkpoint(AuditTrailVersion1.self, client).0 >= head
+                try await ProjectionRunnerTests.checkpoint(AuditTrailVersion1.self, client) == (head, "live", nil)
             })
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
             await #expect(throws: AuditQueryError.notReady) { try await queries.events(app: Self.appA) }

@@ -100,11 +100,13 @@ struct ProjectionRunnerTests {
         }
     }
 
-    /// Runs `runner` until every projection has applied the log up to `head`.
+    /// Runs `runner` until every projection has applied the log up to `head` and is live (a first
+    /// version on a log with history is live only once it has caught up).
     static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: PostgresClient, head: Int64) async throws -> Bool {
         try await runUntil(runner) {
-            for projection in Projections.all where try await checkpoint(projection, client).0 < head {
-                return false
+            for projection in Projections.all {
+                let (position, status, _) = try await checkpoint(projection, client)
+                if position < head || status != ProjectionState.live.rawValue { return false }
             }
             return true
         }
@@ -159,7 +161,7 @@ struct ProjectionRunnerTests {
             }
             let newHead = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             #expect(try await Self.runUntil(make()) {
-                try await Self.checkpoint(ConsumableBalancesProjection.self, client).0 >= newHead
+                try await Self.checkpoint(ConsumableBalancesProjection.self, client) == (newHead, "live", nil)
             })
             let expected = try await Self.expectedRows(ConsumableBalancesProjection.self, handler, users: 20)
             #expect(try await Self.tableRows(ConsumableBalancesProjection.self, client) == expected)
