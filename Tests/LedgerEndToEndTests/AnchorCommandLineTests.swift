@@ -43,7 +43,7 @@ import Glibc
             #expect(intact.output.contains("signed by the trusted key") && intact.output.contains("log intact"), "\(intact.output)")
 
             // bob's stream removed whole, behind the ledger's back.
-            try await client.withConnection { connection in
+            try await TestDatabase.withOwnerConnection(of: client) { connection in
                 try await connection.query("GRANT DELETE ON ledger.events TO CURRENT_USER", logger: TestDatabase.logger)
                 try await connection.query("ALTER TABLE ledger.events DISABLE TRIGGER USER", logger: TestDatabase.logger)
                 try await connection.query("DELETE FROM ledger.events WHERE stream_id = 'user/app/bob'", logger: TestDatabase.logger)

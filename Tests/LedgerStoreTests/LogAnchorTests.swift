@@ -24,9 +24,9 @@ struct LogAnchorTests {
         return store
     }
 
-    /// What a determined administrator could do: switch the triggers off and edit rows.
+    /// What a determined administrator (the owner; the server's role cannot) could do: switch the triggers off and edit rows.
     private func tamper(_ client: PostgresClient, _ statement: PostgresQuery) async throws {
-        try await client.withConnection { connection in
+        try await TestDatabase.withOwnerConnection(of: client) { connection in
             try await connection.query("GRANT UPDATE, DELETE ON ledger.events TO CURRENT_USER", logger: TestDatabase.logger)
             try await connection.query("ALTER TABLE ledger.events DISABLE TRIGGER USER", logger: TestDatabase.logger)
             try await connection.query(statement, logger: TestDatabase.logger)

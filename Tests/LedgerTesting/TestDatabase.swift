@@ -99,6 +99,16 @@ public enum TestDatabase {
         }
     }
 
+    /// A connection as the owner of the database `client` works in: for what the server's role may
+    /// not do, such as tampering with the log to prove that it is noticed.
+    public static func withOwnerConnection<Result: Sendable>(
+        of client: PostgresClient,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let database = try await client.query("SELECT current_database()", logger: logger).collect()[0].decode(String.self)
+        return try await withConnection(try await ownerSettings(for: settings().with(database: database)), body)
+    }
+
     /// A connection of its own, for holding a transaction open or acting as another session.
     public static func withConnection<Result: Sendable>(
         _ settings: DatabaseSettings,
