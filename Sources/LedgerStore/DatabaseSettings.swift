@@ -43,7 +43,7 @@ public struct DatabaseSettings: Sendable, Hashable, CustomStringConvertible, Cus
     /// or a transaction left open cannot hold the log and then the pool for ever. (The managed
     /// server sets them on the role too.) Migrations run as the owner, without them.
     public static let runtimeTimeouts: [String: String] = [
-        "statement_timeout": "60s", "lock_timeout": "5s", "idle_in_transaction_session_timeout": "60s",
+        "statement_timeout": "60s", "lock_timeout": "30s", "idle_in_transaction_session_timeout": "60s",
     ]
     /// A PEM file of the certificate authorities to trust (`sslrootcert`); nil trusts the system's.
     public var rootCertificatePath: String?

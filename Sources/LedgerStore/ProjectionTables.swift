@@ -28,6 +28,9 @@ enum ProjectionTables {
             do {
                 return try await client.withConnection { connection in
                     try await connection.transaction(logger: logger) { connection in
+                        // Only runners and rebuilds take it, each for a short while: waited for longer than
+                        // the server's role's usual lock_timeout.
+                        try await connection.query("SET LOCAL lock_timeout = '60s'", logger: logger)
                         try await connection.query("SELECT pg_advisory_xact_lock(hashtext('ledger.projections'))", logger: logger)
                         try await connection.query("SET LOCAL lock_timeout = '2s'", logger: logger)
                         return try await body(connection)

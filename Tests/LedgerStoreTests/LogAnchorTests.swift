@@ -283,11 +283,11 @@ struct LogAnchorTests {
                 #expect(try String(contentsOfFile: path, encoding: .utf8) == "kept")
 
                 // The log unreadable midway: no half anchor is left.
-                try await client.query("ALTER TABLE ledger.events RENAME TO events_elsewhere", logger: TestDatabase.logger)
+                try await TestDatabase.withOwnerConnection(of: client) { try await $0.query("ALTER TABLE ledger.events RENAME TO events_elsewhere", logger: TestDatabase.logger) }
                 let failed = directory.appendingPathComponent("failed.json").path
                 await #expect(throws: (any Error).self) { try await builder.write(toNewFile: failed, signingWith: key) }
                 #expect(!FileManager.default.fileExists(atPath: failed))
-                try await client.query("ALTER TABLE ledger.events_elsewhere RENAME TO events", logger: TestDatabase.logger)
+                try await TestDatabase.withOwnerConnection(of: client) { try await $0.query("ALTER TABLE ledger.events_elsewhere RENAME TO events", logger: TestDatabase.logger) }
             }
         }
     }

@@ -31,9 +31,9 @@ struct ProjectionRunnerFailureTests {
                                           batchSize: 1, pollInterval: .milliseconds(50), logger: Self.logger)
             try await runner.prepare()
             // Rows one user's events produce break a rule of the table, as a projection's bug would.
-            try await client.query(
-                "ALTER TABLE ledger.\(unescaped: projection.tableName) ADD CONSTRAINT refuse_u3 CHECK (user_id <> 'u3')", logger: Self.logger
-            )
+            try await TestDatabase.withOwnerConnection(of: client) {
+                try await $0.query("ALTER TABLE ledger.\(unescaped: projection.tableName) ADD CONSTRAINT refuse_u3 CHECK (user_id <> 'u3')", logger: Self.logger)
+            }
             #expect(try await Self.endsByItself(runner, projection), "the runner kept retrying a batch that fails the same way each time")
 
             let (position, status, error) = try await ProjectionRunnerTests.checkpoint(projection, client)
@@ -59,9 +59,9 @@ struct ProjectionRunnerFailureTests {
                     "\(refusal?.message ?? "")")
 
             // The cause removed, a restart tries the version again: it catches up and is live.
-            try await client.query(
-                "ALTER TABLE ledger.\(unescaped: projection.tableName) DROP CONSTRAINT refuse_u3", logger: Self.logger
-            )
+            try await TestDatabase.withOwnerConnection(of: client) {
+                try await $0.query("ALTER TABLE ledger.\(unescaped: projection.tableName) DROP CONSTRAINT refuse_u3", logger: Self.logger)
+            }
             let head = try await PostgresEventStore(client: client, logger: Self.logger).headPosition()
             #expect(try await ProjectionRunnerTests.runUntil(runner) {
                 try await ProjectionRunnerTests.checkpoint(projection, client) == (head, "live", nil)
@@ -90,10 +90,9 @@ struct ProjectionRunnerFailureTests {
             }
             let newHead = try await PostgresEventStore(client: client, logger: Self.logger).headPosition()
             // Sessions of the runner's own client give up a lock wait after 100 ms (55P03).
-            try await client.query(
-                PostgresQuery(unsafeSQL: "ALTER DATABASE \"\(settings.database)\" SET lock_timeout = '100ms'"), logger: Self.logger
-            )
-            let (states, final) = try await LedgerDatabase.withClient(settings, logger: Self.logger) { runnerClient in
+            var impatient = settings
+            impatient.sessionSettings["lock_timeout"] = "100ms"
+            let (states, final) = try await LedgerDatabase.withClient(impatient, logger: Self.logger) { runnerClient in
                 try await TestDatabase.withConnection(settings) { holder in
                     // Another session holds the projection's row, which every batch locks first.
                     try await holder.query("BEGIN", logger: Self.logger)

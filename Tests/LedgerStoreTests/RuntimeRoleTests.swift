@@ -138,7 +138,7 @@ struct RuntimeRoleTests {
                        current_setting('idle_in_transaction_session_timeout')
                 """, logger: TestDatabase.logger).collect()
             let (statement, lock, idle) = try rows[0].decode((String, String, String).self)
-            #expect(statement == "1min" && lock == "5s" && idle == "1min")
+            #expect(statement == "1min" && lock == "30s" && idle == "1min")
         }
     }
 
