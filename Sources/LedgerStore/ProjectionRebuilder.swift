@@ -165,7 +165,7 @@ public struct ProjectionRebuilder: Sendable {
     func write(_ fold: Fold, _ projection: any UserProjection.Type, into table: String) async throws {
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
-                try await connection.query(ProjectionTables.createTable(projection, named: table, replacing: true), logger: logger)
+                _ = try await connection.query(ProjectionTables.createTable(projection, named: table, replacing: true), logger: logger).collect()
                 try await connection.query("SET LOCAL search_path = ledger", logger: logger)
                 try await connection.copyFrom(
                     table: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
@@ -185,7 +185,7 @@ public struct ProjectionRebuilder: Sendable {
                 }
                 // Unnamed: the table is renamed on switch-over, and the next rebuild's table takes this name.
                 for index in ProjectionTables.createIndexes(projection, on: table, named: false) {
-                    try await connection.query(index, logger: logger)
+                    _ = try await connection.query(index, logger: logger).collect()
                 }
             }
         }
@@ -222,12 +222,12 @@ public struct ProjectionRebuilder: Sendable {
             let (position, events) = try await build(projection, into: table, upTo: live?.position ?? .max, progress: progress)
             do {
                 let differences = try await difference(projection, rebuilt: table, rebuiltAt: position, live: live)
-                try await client.query(ProjectionTables.dropTable(table), logger: logger)
+                _ = try await client.query(ProjectionTables.dropTable(table), logger: logger).collect()
                 return Report(projection: projection.name.rawValue, version: projection.version, position: differences.position,
                               events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
                               liveVersion: live?.version)
             } catch {
-                _ = try? await client.query(ProjectionTables.dropTable(table), logger: logger)
+                _ = try? await client.query(ProjectionTables.dropTable(table), logger: logger).collect()
                 throw error
             }
         }
@@ -324,11 +324,11 @@ public struct ProjectionRebuilder: Sendable {
             }
             // The view depends on the tables: it goes first and comes back on the rebuilt one.
             try await ProjectionTables.lockReadersOut(on: connection, logger: logger)
-            try await connection.query(ProjectionTables.dropView(of: projection), logger: logger)
+            _ = try await connection.query(ProjectionTables.dropView(of: projection), logger: logger).collect()
             for version in Set(versions.map(\.0) + [projection.version]) {
-                try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
+                _ = try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger).collect()
             }
-            try await connection.query(ProjectionTables.renameTable(table, to: projection.tableName), logger: logger)
+            _ = try await connection.query(ProjectionTables.renameTable(table, to: projection.tableName), logger: logger).collect()
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             // At or past the version's own checkpoint, as the database insists (0010_projection_checkpoints.sql).

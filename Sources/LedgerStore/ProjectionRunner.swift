@@ -193,9 +193,9 @@ public struct ProjectionRunner: Service {
             ).collect()
             let (anotherLive, logHasEvents) = try answered.first?.decode((Bool, Bool).self) ?? (false, false)
             let status: ProjectionState = anotherLive || logHasEvents ? .building : .live
-            try await connection.query(ProjectionTables.createTable(projection, named: projection.tableName, replacing: false), logger: logger)
+            _ = try await connection.query(ProjectionTables.createTable(projection, named: projection.tableName, replacing: false), logger: logger).collect()
             for index in ProjectionTables.createIndexes(projection, on: projection.tableName, named: true) {
-                try await connection.query(index, logger: logger)
+                _ = try await connection.query(index, logger: logger).collect()
             }
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await connection.query(
@@ -293,7 +293,7 @@ public struct ProjectionRunner: Service {
                 logger: logger
             )
             for version in replaced.map(\.version) {
-                try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger)
+                _ = try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger).collect()
             }
             logger.info("projection version live", metadata: ["ledger.position": "\(mine.position)"])
             return true

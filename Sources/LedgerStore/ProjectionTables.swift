@@ -49,7 +49,9 @@ enum ProjectionTables {
 
     // The statements below call the owner's functions of migration 0007: the server's role may
     // not create, rename or drop anything itself, and those functions accept projection tables
-    // and views only. Names and types come from the compiled-in projection definitions.
+    // and views only. Names and types come from the compiled-in projection definitions. Callers
+    // collect their rows: a function's error (a refused name, a lock wait that ran out) arrives
+    // with them, and would otherwise surface only at the next statement.
 
     /// Creates a version's table (first dropping one of the name, with `replacing`), writable by the server's role.
     static func createTable(_ projection: any UserProjection.Type, named table: String, replacing: Bool) -> PostgresQuery {
@@ -100,16 +102,17 @@ enum ProjectionTables {
     /// same). Run inside the switch's transaction, after `lockReadersOut`.
     static func pointView(of projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
         try await lockReadersOut(on: connection, logger: logger)
-        try await connection.query(
+        // Collected: a function's error (a lock wait that ran out) arrives with its rows.
+        _ = try await connection.query(
             "SELECT ledger.projection_point_view(\(projection.name.rawValue), \(projection.tableName))", logger: logger
-        )
+        ).collect()
     }
 
     static func commentColumns(_ projection: any UserProjection.Type, on connection: PostgresConnection, logger: Logger) async throws {
         for column in projection.columns {
-            try await connection.query(
+            _ = try await connection.query(
                 "SELECT ledger.projection_comment_column(\(projection.tableName), \(column.name), \(column.meaning))", logger: logger
-            )
+            ).collect()
         }
     }
 }
