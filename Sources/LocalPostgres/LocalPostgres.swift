@@ -218,6 +218,10 @@ public struct LocalPostgres: Sendable {
             try await create(Self.roleName, "LOGIN PASSWORD '\(state.applicationPassword)'")
             try await connection.query("ALTER ROLE \(unescaped: Self.roleName) NOCREATEDB", logger: logger)
             try await connection.query("GRANT \(unescaped: Self.runtimeGroup) TO \(unescaped: Self.roleName)", logger: logger)
+            // The followers' horizon (ledger.follow_horizon) passes over transactions of other
+            // databases only when it can see them in pg_stat_activity; without this, any other
+            // role's transaction on the server would hold every projection of the ledger back.
+            try await connection.query("GRANT pg_read_all_stats TO \(unescaped: Self.runtimeGroup)", logger: logger)
             // Also sent by the ledger's own connections (DatabaseSettings.runtimeTimeouts); set on the
             // role, they hold for any other client that logs in as it.
             for (name, value) in DatabaseSettings.runtimeTimeouts.sorted(by: { $0.key < $1.key }) {

@@ -151,9 +151,9 @@ struct AppRegistrySecretsTests {
         }
     }
 
-    @Test("the managed server's passwords file is mode 0600",
-          .enabled(if: DatabaseSettingsTests.testServerIsManaged, "LEDGER_TEST_DATABASE_URL's server is not managed here"))
+    @Test("the managed server's passwords file is mode 0600")
     func managedStateFileIsPrivate() async throws {
+        try #require(DatabaseSettingsTests.testServerIsManaged, "this test needs the tests' managed PostgreSQL (no TLS, files under .ledger/tests): unset LEDGER_TEST_DATABASE_URL")
         _ = try await TestDatabase.settings()
         let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var environment = ProcessInfo.processInfo.environment

@@ -165,9 +165,9 @@ struct DatabaseSettingsTests {
     /// The managed test server has no TLS; a server of `LEDGER_TEST_DATABASE_URL` may have it.
     static let testServerIsManaged = (ProcessInfo.processInfo.environment["LEDGER_TEST_DATABASE_URL"] ?? "").isEmpty
 
-    @Test("require against a server without TLS fails at once, saying so, rather than logging in unencrypted",
-          .enabled(if: testServerIsManaged, "the managed test server has no TLS; LEDGER_TEST_DATABASE_URL's may"))
+    @Test("require against a server without TLS fails at once, saying so, rather than logging in unencrypted")
     func requireAgainstPlaintextServer() async throws {
+        try #require(DatabaseSettingsTests.testServerIsManaged, "this test needs the tests' managed PostgreSQL (no TLS, files under .ledger/tests): unset LEDGER_TEST_DATABASE_URL")
         for mode in [DatabaseSettings.TLSMode.require, .verifyFull] {
             var settings = try await TestDatabase.settings()
             settings.tls = mode
