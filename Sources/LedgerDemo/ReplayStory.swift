@@ -98,7 +98,7 @@ public struct ReplayStory: Sendable {
     }
 
     /// The story's receipts, verified again and recorded as facts, as the receipts route does.
-    private func record(_ story: StoryResult, product: Product, client: PostgresClient) async throws {
+    private func record(_ story: StoryResult, product: Product, client: DatabasePool) async throws {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger)
         try await handler.defineProduct(product, app: bundleId)
         for posted in story.receipts {
@@ -116,7 +116,7 @@ public struct ReplayStory: Sendable {
         printer("2. \(story.receipts.count) receipts of \(story.userId) verified again and recorded there as facts")
     }
 
-    private func replay(client: PostgresClient, user: String) async throws -> Result {
+    private func replay(client: DatabasePool, user: String) async throws -> Result {
         let rebuilder = ProjectionRebuilder(client: client, logger: logger)
         _ = try await rebuilder.rebuild(AuditTrailWithTheBug.self, dryRun: false)
         let before = try await rows(client)
@@ -140,7 +140,7 @@ public struct ReplayStory: Sendable {
     }
 
     /// The live audit trail (every environment), as finance reads it, in log order.
-    private func rows(_ client: PostgresClient) async throws -> [AuditLine] {
+    private func rows(_ client: DatabasePool) async throws -> [AuditLine] {
         var lines: [AuditLine] = []
         try await AuditQueries(client: client, logger: logger).forEachEvent(app: bundleId, filter: AuditFilter(environment: .all)) { row in
             lines.append(AuditLine(event: row.event.rawValue, transactionId: row.transactionId, amount: row.amount))

@@ -2,9 +2,10 @@ import Foundation
 import Hummingbird
 import LedgerStore
 
-/// While the database does not answer, requests that need it are answered 503 at once, and the
-/// ones already waiting for it are let go with the same answer: nothing queues behind an outage.
-/// Whether a write let go was recorded is not known; sent again, it is recorded once.
+/// While the database does not answer, requests that need it are answered 503 at once. Those
+/// already waiting for a connection when it is seen down are let go by the monitor (it replaces
+/// the pool, which fails its waiting requests), and answered the same. Whether a write let go was
+/// recorded is not known; sent again, it is recorded once.
 struct DatabaseGateMiddleware: RouterMiddleware {
     typealias Context = LedgerRequestContext
 
@@ -16,24 +17,12 @@ struct DatabaseGateMiddleware: RouterMiddleware {
         guard !Self.ungated.contains(request.uri.path) else { return try await next(request, context) }
         if case .down(let since, _) = monitor.state { throw APIError.databaseUnavailable(since: since) }
         do {
-            // The handler runs in this task; a watcher beside it cancels this task when the
-            // database is seen down. The group outlives the watcher, so the task it cancels does too.
-            return try await withThrowingTaskGroup(of: Void.self) { group in
-                let task = withUnsafeCurrentTask { $0 }
-                group.addTask {
-                    await monitor.waitUntilDown()
-                    if !Task.isCancelled { task?.cancel() }
-                }
-                defer { group.cancelAll() }
-                do {
-                    return try await next(request, context)
-                } catch where monitor.isDown {
-                    throw APIError.databaseUnavailable(since: nil)
-                }
-            }
-        } catch {
-            if DatabaseOutage.isOutage(error) { monitor.reportOutage(error) }
-            throw error
+            return try await next(request, context)
+        } catch where DatabaseOutage.isOutage(error) {
+            monitor.reportOutage(error)
+            throw APIError.databaseUnavailable(since: nil)
+        } catch where monitor.isDown {
+            throw APIError.databaseUnavailable(since: nil)
         }
     }
 }

@@ -44,12 +44,12 @@ public struct HealthController: Sendable {
         let error: String?
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let thresholds: LedgerHealth.Thresholds
     let monitor: DatabaseMonitor?
     let logger: Logger
 
-    public init(client: PostgresClient, thresholds: LedgerHealth.Thresholds = .init(), monitor: DatabaseMonitor? = nil, logger: Logger) {
+    public init(client: DatabasePool, thresholds: LedgerHealth.Thresholds = .init(), monitor: DatabaseMonitor? = nil, logger: Logger) {
         self.client = client
         self.thresholds = thresholds
         self.monitor = monitor

@@ -32,12 +32,12 @@ public struct LedgerAPI: Sendable {
     let reads: UserReadModels
     let receipts: ReceiptArchive
     let verifier: any ReceiptVerifier
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
     /// - Parameter secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
     public init(
-        client: PostgresClient, verifier: any ReceiptVerifier, configuration: Configuration = .init(),
+        client: DatabasePool, verifier: any ReceiptVerifier, configuration: Configuration = .init(),
         secrets: SecretSealer? = nil, logger: Logger
     ) {
         self.configuration = configuration

@@ -35,7 +35,7 @@ public struct LedgerServer: Sendable {
     }
 
     let configuration: Configuration
-    let client: PostgresClient
+    let client: DatabasePool
     let verifier: any ReceiptVerifier
     let secrets: SecretSealer?
     /// When given (and run as a service), requests are refused at once while the database is down.
@@ -46,7 +46,7 @@ public struct LedgerServer: Sendable {
     ///   - secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
     ///   - monitor: when given (and run as a service), requests are refused at once while the database is down.
     public init(
-        configuration: Configuration, client: PostgresClient, verifier: any ReceiptVerifier, secrets: SecretSealer? = nil,
+        configuration: Configuration, client: DatabasePool, verifier: any ReceiptVerifier, secrets: SecretSealer? = nil,
         monitor: DatabaseMonitor? = nil, logger: Logger
     ) {
         self.configuration = configuration

@@ -34,11 +34,13 @@ public enum DatabaseOutage {
 }
 
 /// Watches whether PostgreSQL answers, with connections of its own (never the pool's), so that
-/// while it is down requests are answered 503 at once instead of queueing in the pool, and those
-/// already waiting are let go.
+/// while it is down requests are answered 503 at once instead of queueing in the pool. When it is
+/// seen down, `pool` is replaced: the requests waiting in the old one fail at once.
 ///
 /// It probes every second while the database answers, and every 200 ms after an outage was seen
-/// (a probe failed, or a request met an outage error and said so with `reportOutage`).
+/// (a probe failed, or a request met an outage error and said so with `reportOutage`). When the
+/// database answers again and `pool` still cannot lend a connection (its own reconnection attempts
+/// back off, see `DatabasePool`), it renews the pool.
 public final class DatabaseMonitor: Service, Sendable {
     public enum State: Sendable, Equatable {
         case up
@@ -52,11 +54,13 @@ public final class DatabaseMonitor: Service, Sendable {
     }
 
     private let settings: DatabaseSettings
+    private let pool: DatabasePool?
     private let logger: Logger
     private let shared = Mutex(Shared())
 
-    public init(settings: DatabaseSettings, logger: Logger) {
+    public init(settings: DatabaseSettings, renewing pool: DatabasePool? = nil, logger: Logger) {
         self.settings = settings
+        self.pool = pool
         self.logger = logger
     }
 
@@ -93,7 +97,7 @@ public final class DatabaseMonitor: Service, Sendable {
     public func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let reason = await probe()
-            record(reason)
+            await record(reason)
             await sleep(for: reason == nil ? .seconds(1) : .milliseconds(200))
         }
         // Requests still waiting for an outage are let go when they end (their watchers are cancelled).
@@ -126,7 +130,7 @@ public final class DatabaseMonitor: Service, Sendable {
         }
     }
 
-    private func record(_ reason: String?) {
+    private func record(_ reason: String?) async {
         let (changed, waiters) = shared.withLock { shared -> (State?, [CheckedContinuation<Void, Never>]) in
             switch (shared.state, reason) {
             case (.up, nil):
@@ -146,9 +150,19 @@ public final class DatabaseMonitor: Service, Sendable {
         }
         waiters.forEach { $0.resume() }
         switch changed {
-        case .up?: logger.notice("the database answers again")
-        case .down(_, let reason)?: logger.error("the database does not answer: requests are refused with 503 until it does", metadata: ["ledger.reason": "\(reason)"])
-        case nil: break
+        case .down(_, let reason)?:
+            pool?.renew()
+            logger.error("the database does not answer: requests are refused with 503 until it does", metadata: ["ledger.reason": "\(reason)"])
+        case .up?:
+            // The new pool's reconnection attempts back off as the outage goes on, as the old one's did.
+            if let pool, await !pool.answers(within: .milliseconds(250), logger: logger) {
+                pool.renew()
+                logger.notice("the database answers again: the connection pool, still waiting to retry, is replaced by a new one")
+            } else {
+                logger.notice("the database answers again")
+            }
+        case nil:
+            break
         }
     }
 

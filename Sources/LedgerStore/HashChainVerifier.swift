@@ -35,10 +35,10 @@ public struct HashChainVerifier: Sendable {
         public var firstBreak: Break? { breaks.first }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -15,12 +15,12 @@ public enum LedgerDatabase {
         _ settings: DatabaseSettings,
         maximumConnections: Int = 20,
         logger: Logger,
-        _ body: @Sendable (PostgresClient) async throws -> Result
+        _ body: @Sendable (DatabasePool) async throws -> Result
     ) async throws -> Result {
         try await checkConnection(settings, logger: logger)
         var configuration = settings.clientConfiguration
         configuration.options.maximumConnections = maximumConnections
-        let client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger(logger))
+        let client = DatabasePool(configuration: configuration, backgroundLogger: backgroundLogger(logger))
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 await client.run()

@@ -46,7 +46,7 @@ public struct LedgerHealth: Sendable {
     public var isDegraded: Bool { !problems.isEmpty }
 
     /// Reads the projections and the horizon and judges them.
-    public static func read(_ client: PostgresClient, thresholds: Thresholds, logger: Logger) async throws -> LedgerHealth {
+    public static func read(_ client: DatabasePool, thresholds: Thresholds, logger: Logger) async throws -> LedgerHealth {
         let statuses = try await ProjectionStatus.all(client, logger: logger)
         let holder = try await horizonHolder(client, logger: logger)
         // The status rows carry the head; with no projection registered yet it is read on its own.
@@ -90,7 +90,7 @@ public struct LedgerHealth: Sendable {
 
     /// The session whose transaction is the followers' horizon, if one of this database is running.
     /// `pg_stat_activity` lists the connections (a few hundred at most): constant in the log's size.
-    static func horizonHolder(_ client: PostgresClient, logger: Logger) async throws -> HorizonHolder? {
+    static func horizonHolder(_ client: DatabasePool, logger: Logger) async throws -> HorizonHolder? {
         let rows = try await client.query(
             """
             SELECT a.pid, extract(epoch FROM clock_timestamp() - a.xact_start)::float8, a.usename::text, a.application_name, a.state

@@ -61,14 +61,14 @@ public struct Migrator: Sendable {
 
     /// Brings the database up to date.
     @discardableResult
-    public func migrate(_ client: PostgresClient, logger: Logger) async throws -> Report {
+    public func migrate(_ client: DatabasePool, logger: Logger) async throws -> Report {
         try await client.withConnection { connection in
             try await migrate(connection, logger: logger)
         }
     }
 
     /// The migrations not applied yet, read without changing anything (any role that may read the schema).
-    public func pending(_ client: PostgresClient, logger: Logger) async throws -> [Migration] {
+    public func pending(_ client: DatabasePool, logger: Logger) async throws -> [Migration] {
         let exists = try await client.query(
             "SELECT to_regclass('ledger.schema_migrations') IS NOT NULL", logger: logger
         ).collect().first?.decode(Bool.self) ?? false

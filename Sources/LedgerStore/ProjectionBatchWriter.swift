@@ -13,12 +13,12 @@ import PostgresNIO
 /// Users are read through the same reader the commands decide on, so a projection's rows are
 /// always a function of the user's stream and the app's catalog at the batch's last position.
 struct ProjectionBatchWriter: Sendable {
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let reader: UserStreamReader<PostgresEventStore>
     let logger: Logger
 
-    init(client: PostgresClient, logger: Logger) {
+    init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.reader = UserStreamReader(store: store)
@@ -159,8 +159,8 @@ struct ProjectionBatchWriter: Sendable {
         // copyFrom quotes the table name as one identifier, so no schema prefix: the schema comes
         // from search_path, for this transaction only.
         try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-        try await connection.copyFrom(
-            table: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+        try await connection.copyRows(
+            into: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
         ) { writer in
             var buffer = ByteBuffer()
             for line in lines {

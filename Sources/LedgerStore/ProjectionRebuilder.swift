@@ -51,11 +51,11 @@ public struct ProjectionRebuilder: Sendable {
         public let liveVersion: Int?
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.logger = logger
@@ -167,8 +167,8 @@ public struct ProjectionRebuilder: Sendable {
             try await connection.transaction(logger: logger) { connection in
                 _ = try await connection.query(ProjectionTables.createTable(projection, named: table, replacing: true), logger: logger).collect()
                 try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-                try await connection.copyFrom(
-                    table: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+                try await connection.copyRows(
+                    into: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
                 ) { writer in
                     var buffer = ByteBuffer()
                     for (user, state) in fold.users {

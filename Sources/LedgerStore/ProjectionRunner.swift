@@ -6,6 +6,7 @@ import Logging
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Keeps every projection's tables up to date with the log.
 ///
@@ -18,7 +19,7 @@ import ServiceLifecycle
 /// database is retried within seconds. A new version builds beside the live one and takes over,
 /// atomically, once it has caught up.
 public struct ProjectionRunner: Service {
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let batches: ProjectionBatchWriter
     let listenConfiguration: PostgresConnection.Configuration?
@@ -30,7 +31,7 @@ public struct ProjectionRunner: Service {
     let logger: Logger
 
     public init(
-        client: PostgresClient,
+        client: DatabasePool,
         listenConfiguration: PostgresConnection.Configuration?,
         projections: [any UserProjection.Type] = Projections.all,
         batchSize: Int = 1_000,
@@ -94,52 +95,24 @@ public struct ProjectionRunner: Service {
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
         let metrics = ProjectionMetrics(projection, database: metricsDatabase)
         var delay = Self.firstRetryDelay
-        var retriedEarlierFailure = false
+        let attempts = Attempts(pool: client)
         while !Task.isCancelled {
-            // The positions of the batch being applied, for the failure's record.
-            var batch: ClosedRange<Int64>?
+            attempts.begin()
             do {
-                if !retriedEarlierFailure {
-                    try await retryEarlierFailure(of: projection, logger: logger)
-                    retriedEarlierFailure = true
-                }
-                let (checkpoint, state) = try await register(projection)
-                guard state == .live || state == .building else {
-                    logger.warning("projection version not followed", metadata: [
-                        "ledger.status": "\(state)", "ledger.hint": "see `ledger projections status`",
-                    ])
-                    metrics.recordFailed(state == .failed)
-                    return
-                }
-                metrics.recordFailed(false)
-                metrics.record(position: checkpoint, head: try await store.headPosition())
-                let follower = LogFollower(
-                    store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
-                    batchSize: batchSize, logger: logger
-                )
-                var position = checkpoint
-                var live = state == .live
-                try await follower.follow(after: checkpoint, whenCaughtUp: { reached in
-                    // Everything visible is applied: no lag, and a building version can take over.
-                    metrics.record(position: reached, head: reached)
-                    if !live { live = try await switchOverIfCaughtUp(projection) }
-                }) { events in
-                    batch = events.first.map { $0.position...(events.last?.position ?? $0.position) }
-                    let last = try await apply(events, to: projection, after: position)
-                    batch = nil
-                    position = last
-                    delay = Self.firstRetryDelay
-                    if events.count == batchSize {
-                        // Catching up: one cheap max(position) per full batch measures the distance.
-                        metrics.record(position: last, head: try await store.headPosition())
-                    }
+                // Run apart, so that an attempt left waiting on a connection PostgreSQL dropped
+                // (see `untilAbandoned`) is given up once the pool has been renewed for a while
+                // and it has not moved since: the next attempt starts from the checkpoint.
+                try await untilAbandoned { [logger] in
+                    try await follow(projection, attempts: attempts, metrics: metrics, logger: logger)
+                } abandonWhen: {
+                    await attempts.waitUntilStranded()
                 }
                 return
             } catch where Task.isCancelled || error is CancellationError {
                 // Shutting down mid-batch: the batch's transaction did not commit; nothing failed.
                 return
             } catch {
-                if let failure = ProjectionFailure.judging(error, batch: batch) {
+                if let failure = ProjectionFailure.judging(error, batch: attempts.batch) {
                     logger.error("projection stopped", metadata: [
                         "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
                     ])
@@ -147,11 +120,55 @@ public struct ProjectionRunner: Service {
                     await markFailed(projection, failure, logger: logger)
                     return
                 }
+                if attempts.progressed { delay = Self.firstRetryDelay }
                 logger.warning("projection interrupted, retrying from its checkpoint", metadata: [
                     "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
                 ])
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, Self.longestRetryDelay)
+            }
+        }
+    }
+
+    /// One attempt at following the log for `projection`, from its checkpoint.
+    private func follow(
+        _ projection: any UserProjection.Type, attempts: Attempts, metrics: ProjectionMetrics, logger: Logger
+    ) async throws {
+        if !attempts.retriedEarlierFailure {
+            try await retryEarlierFailure(of: projection, logger: logger)
+            attempts.retriedEarlierFailure = true
+        }
+        let (checkpoint, state) = try await register(projection)
+        guard state == .live || state == .building else {
+            logger.warning("projection version not followed", metadata: [
+                "ledger.status": "\(state)", "ledger.hint": "see `ledger projections status`",
+            ])
+            metrics.recordFailed(state == .failed)
+            return
+        }
+        metrics.recordFailed(false)
+        metrics.record(position: checkpoint, head: try await store.headPosition())
+        attempts.beat()
+        let follower = LogFollower(
+            store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
+            batchSize: batchSize, logger: logger
+        )
+        var position = checkpoint
+        var live = state == .live
+        try await follower.follow(after: checkpoint, whenCaughtUp: { reached in
+            // Everything visible is applied: no lag, and a building version can take over.
+            metrics.record(position: reached, head: reached)
+            if !live { live = try await switchOverIfCaughtUp(projection) }
+            attempts.beat()
+        }) { events in
+            attempts.batch = events.first.map { $0.position...(events.last?.position ?? $0.position) }
+            let last = try await apply(events, to: projection, after: position)
+            attempts.batch = nil
+            position = last
+            attempts.beat(progressed: true)
+            if events.count == batchSize {
+                // Catching up: one cheap max(position) per full batch measures the distance.
+                metrics.record(position: last, head: try await store.headPosition())
             }
         }
     }
@@ -324,5 +341,73 @@ public struct ProjectionRunner: Service {
                 delay = min(delay * 2, Self.longestRetryDelay)
             }
         }
+    }
+}
+
+/// What one projection's attempts share with the loop that starts them: the batch in flight (for
+/// a failure's record), whether anything was applied, and when the attempt last moved, by the
+/// pool's renewals (`DatabasePool.renew`).
+final class Attempts: Sendable {
+    /// How long after a renewal of the pool an attempt that has not moved since is given up.
+    static let strandedAfter = Duration.seconds(2)
+
+    private struct State {
+        var batch: ClosedRange<Int64>?
+        var progressed = false
+        var retriedEarlierFailure = false
+        var beatAtRenewal = 0
+    }
+
+    private let pool: DatabasePool
+    private let state = Mutex(State())
+
+    init(pool: DatabasePool) {
+        self.pool = pool
+    }
+
+    var batch: ClosedRange<Int64>? {
+        get { state.withLock { $0.batch } }
+        set { state.withLock { $0.batch = newValue } }
+    }
+
+    var progressed: Bool { state.withLock { $0.progressed } }
+
+    var retriedEarlierFailure: Bool {
+        get { state.withLock { $0.retriedEarlierFailure } }
+        set { state.withLock { $0.retriedEarlierFailure = newValue } }
+    }
+
+    func begin() {
+        let renewals = pool.renewal.count
+        state.withLock {
+            $0.batch = nil
+            $0.progressed = false
+            $0.beatAtRenewal = renewals
+        }
+    }
+
+    /// The attempt is moving (a batch applied, or the log read to its end).
+    func beat(progressed: Bool = false) {
+        let renewals = pool.renewal.count
+        state.withLock {
+            $0.beatAtRenewal = renewals
+            if progressed { $0.progressed = true }
+        }
+    }
+
+    /// Returns an error once the pool has been renewed and `strandedAfter` has passed without the
+    /// attempt moving; nil when cancelled.
+    func waitUntilStranded() async -> (any Error)? {
+        while !Task.isCancelled {
+            let renewal = pool.renewal
+            let beat = state.withLock { $0.beatAtRenewal }
+            if renewal.count > beat, let at = renewal.at, at.duration(to: .now) > Self.strandedAfter {
+                return StoreError.databaseUnavailable(
+                    "the attempt waited on a connection lost in an outage; the connection pool was renewed \(at.duration(to: .now)) ago"
+                )
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+        return nil
     }
 }

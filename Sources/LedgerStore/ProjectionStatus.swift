@@ -75,7 +75,7 @@ public struct ProjectionStatus: Sendable, Hashable {
         """
 
     /// Every projection version the database knows, live ones first.
-    public static func all(_ client: PostgresClient, logger: Logger) async throws -> [ProjectionStatus] {
+    public static func all(_ client: DatabasePool, logger: Logger) async throws -> [ProjectionStatus] {
         let rows = try await client.query(query, logger: logger)
         var result: [ProjectionStatus] = []
         for try await (name, version, status, position, head, movedAt, sinceMoved, pending, error, errorPosition) in rows.decode(

@@ -19,7 +19,7 @@ enum ProjectionTables {
     /// instead of every reader queueing behind the switch. `body` must therefore do nothing
     /// outside its transaction that a second attempt cannot repeat.
     static func withRegistryLocked<Result: Sendable>(
-        _ client: PostgresClient, logger: Logger, patience: Duration = .seconds(30),
+        _ client: DatabasePool, logger: Logger, patience: Duration = .seconds(30),
         _ body: @Sendable (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let deadline = ContinuousClock.now + patience

@@ -172,10 +172,10 @@ struct Serve: AsyncParsableCommand {
             ])
         }
 
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
+        let client = DatabasePool(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
-        let monitor = DatabaseMonitor(settings: settings, logger: logger)
+        let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
                                   logger: logger)
         let projections = ProjectionRunner(
@@ -186,7 +186,7 @@ struct Serve: AsyncParsableCommand {
             await onServerRunning(boundPort)
         }
         let group = ServiceGroup(configuration: .init(
-            services: [application],
+            services: [application, ShutdownDeadline(logger: logger)],
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
@@ -224,5 +224,28 @@ struct Migrate: AsyncParsableCommand {
         }
         for name in report.applied { Output.line("applied \(name)") }
         Output.line("database \(settings.database) is up to date (\(report.applied.count) applied now, \(report.alreadyApplied) already applied)")
+    }
+}
+
+/// Ends the process if a graceful shutdown has not ended it within `patience`.
+///
+/// A request or a projection batch whose connection PostgreSQL dropped at the wrong instant can
+/// wait for ever inside postgres-nio (see `untilAbandoned`), and the HTTP server's graceful
+/// shutdown waits for every request it has. Nothing is lost by leaving: every write is one
+/// transaction, committed or not.
+struct ShutdownDeadline: Service {
+    static let patience = Duration.seconds(15)
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        guard !Task.isCancelled else { return }
+        let logger = logger
+        // Detached: the group cancels its services' tasks as it shuts down; this must outlive them.
+        Task.detached {
+            try? await Task.sleep(for: Self.patience)
+            logger.error("shutdown did not finish within \(Self.patience): requests still wait on connections PostgreSQL dropped; exiting now (nothing uncommitted was recorded)")
+            exit(EXIT_FAILURE)
+        }
     }
 }

@@ -35,7 +35,8 @@ import Testing
             }
             let process = Process()
             process.executableURL = ServerCrashTests.program
-            process.arguments = ["serve", "--port", "0", "--log-level", "info"]
+            // LEDGER_TEST_SERVE_LOG_LEVEL=debug shows the pool's and the service group's own log.
+            process.arguments = ["serve", "--port", "0", "--log-level", ProcessInfo.processInfo.environment["LEDGER_TEST_SERVE_LOG_LEVEL"] ?? "info"]
             var environment = ProcessInfo.processInfo.environment
             environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
             environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
@@ -84,36 +85,18 @@ import Testing
         let logger = APIHarness.logger
         LedgerMetrics.bootstrap()
         try await TestDatabase.withDatabase { client, settings in
-            let simulatorPort = PortReporter()
-            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
-                simulatorPort.report($0)
-            }
-            try await withRunningServices([simulator], logger: logger) {
-                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
-                let app = APIHarness.app
-                let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
-                    .json["sharedSecret"] as? String
-                _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
-                // The server seals and opens shared secrets with the key of LEDGER_SECRET_KEY, as in production.
-                let secretKey = SecretSealer.generateKey().withUnsafeBytes { Data($0) }.base64EncodedString()
-                let secrets = try #require(try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": secretKey]))
-                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
-                try await registry.addApp(app, sharedSecret: secret)
-                let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
-
+            try await ServedApp.with(client, logger: logger) { served in
+                let app = served.app
+                let key = served.key
                 var receipts: [(user: String, receipt: String)] = []
                 for index in 0..<60 {
                     let user = "user-\(index)"
-                    _ = try await APIHarness.send(.POST, simulatorBase + "/admin/users", key: nil, json: ["userId": user])
-                    let bought = try await APIHarness.send(.POST, simulatorBase + "/admin/purchases", key: nil,
-                                                           json: ["userId": user, "bundleId": app, "productId": "coins.100", "quantity": 2])
-                    receipts.append((user, try #require(bought.json["receipt"] as? String)))
+                    receipts.append((user, try await served.buy(user, quantity: 2).receipt))
                 }
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-crash-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let first = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
-                _ = try await APIHarness.send(.PUT, first.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
+                let first = try await served.startServer(database: settings, log: logFile)
 
                 // Post everything, 8 at a time, and kill the server once a third has been answered.
                 let answered = Counter()
@@ -140,7 +123,7 @@ import Testing
                 #expect(answeredBeforeCrash < receipts.count, "the kill came mid-ingest")
 
                 // Started again, every client retries; each purchase is recorded once.
-                let second = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
+                let second = try await served.startServer(database: settings, log: logFile)
                 defer { second.stop() }
                 var lastPosition = 0
                 for item in receipts {
@@ -178,31 +161,14 @@ extension ServerCrashTests {
                      "build the program first (`swift build --build-tests` builds it): \(Self.program.path)")
         let logger = APIHarness.logger
         try await TestDatabase.withDatabase { client, settings in
-            let simulatorPort = PortReporter()
-            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
-                simulatorPort.report($0)
-            }
-            try await withRunningServices([simulator], logger: logger) {
-                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
-                let app = APIHarness.app
-                let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
-                    .json["sharedSecret"] as? String
-                _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
-                let secretKey = SecretSealer.generateKey().withUnsafeBytes { Data($0) }.base64EncodedString()
-                let secrets = try #require(try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": secretKey]))
-                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
-                try await registry.addApp(app, sharedSecret: secret)
-                let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
-                _ = try await APIHarness.send(.POST, simulatorBase + "/admin/users", key: nil, json: ["userId": "alice"])
-                let bought = try await APIHarness.send(.POST, simulatorBase + "/admin/purchases", key: nil,
-                                                       json: ["userId": "alice", "bundleId": app, "productId": "coins.100", "quantity": 5])
-                let receipt = try #require(bought.json["receipt"] as? String)
+            try await ServedApp.with(client, logger: logger) { served in
+                let app = served.app
+                let key = served.key
+                let receipt = try await served.buy("alice", quantity: 5).receipt
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-failpoint-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let doomed = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile,
-                                                    environment: ["LEDGER_FAILPOINT": "after-command-append"])
-                _ = try await APIHarness.send(.PUT, doomed.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
+                let doomed = try await served.startServer(database: settings, log: logFile, environment: ["LEDGER_FAILPOINT": "after-command-append"])
                 let ingested = try await APIHarness.send(.POST, doomed.base + "/v1/apps/\(app)/receipts", key: key,
                                                          json: ["userId": "alice", "deviceId": "phone", "receiptData": receipt])
                 #expect(ingested.status == 200, "\(ingested.text)")
@@ -216,7 +182,7 @@ extension ServerCrashTests {
                 #expect(doomed.process.terminationReason == .uncaughtSignal && doomed.process.terminationStatus == SIGKILL)
                 #expect(try await consumptions(client) == 1, "the append committed before the crash")
 
-                let revived = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", secretKey: secretKey, log: logFile)
+                let revived = try await served.startServer(database: settings, log: logFile)
                 defer { revived.stop() }
                 let retry = try await APIHarness.send(.POST, revived.base + path, key: key, raw: consumption, headers: headers)
                 #expect(retry.status == 201, "\(retry.text)")
@@ -228,7 +194,7 @@ extension ServerCrashTests {
         }
     }
 
-    private func consumptions(_ client: PostgresClient) async throws -> Int {
+    private func consumptions(_ client: DatabasePool) async throws -> Int {
         try await client.query("SELECT count(*) FROM ledger.events WHERE event_type LIKE 'ItemConsumed%'").collect()[0].decode(Int.self)
     }
 }

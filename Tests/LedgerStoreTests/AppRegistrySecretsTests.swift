@@ -13,7 +13,7 @@ struct AppRegistrySecretsTests {
     let logger = TestDatabase.logger
 
     /// The stored row, as the database has it.
-    static func row(_ client: PostgresClient, _ app: String = app) async throws -> (plaintext: String?, sealed: Data?, keyID: String?) {
+    static func row(_ client: DatabasePool, _ app: String = app) async throws -> (plaintext: String?, sealed: Data?, keyID: String?) {
         let rows = try await client.query(
             "SELECT shared_secret, shared_secret_sealed, shared_secret_key_id FROM ledger.apps WHERE bundle_id = \(app)",
             logger: TestDatabase.logger

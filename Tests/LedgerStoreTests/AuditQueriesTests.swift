@@ -40,7 +40,7 @@ struct AuditQueriesTests {
     /// the catalog, and two
     /// products the catalog does not know (one bought on a device whose id needs CSV quoting).
     /// App B: one purchase by a user with the same id as one of A's.
-    static func seed(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         for app in [appA, appB] {
             try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
@@ -70,7 +70,7 @@ struct AuditQueriesTests {
     }
 
     /// Runs the projections until every one has applied the whole log.
-    static func catchUp(_ client: PostgresClient, _ settings: DatabaseSettings) async throws {
+    static func catchUp(_ client: DatabasePool, _ settings: DatabaseSettings) async throws {
         let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
         let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                       batchSize: 25, pollInterval: .milliseconds(50), logger: TestDatabase.logger)

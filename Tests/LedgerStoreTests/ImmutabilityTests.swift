@@ -6,7 +6,7 @@ import Testing
 
 @Suite("The log cannot be changed, and changes made behind its back are found")
 struct ImmutabilityTests {
-    private func seed(_ client: PostgresClient) async throws -> PostgresEventStore {
+    private func seed(_ client: DatabasePool) async throws -> PostgresEventStore {
         let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
         for user in ["alice", "bob"] {
             for index in 0..<3 {
@@ -16,7 +16,7 @@ struct ImmutabilityTests {
         return store
     }
 
-    private func sqlState(of statement: String, on client: PostgresClient) async throws -> String? {
+    private func sqlState(of statement: String, on client: DatabasePool) async throws -> String? {
         do {
             try await client.query(PostgresQuery(unsafeSQL: statement), logger: TestDatabase.logger)
             return nil
@@ -59,7 +59,7 @@ struct ImmutabilityTests {
 
     /// What a determined administrator (the owner; the server's role cannot) could do: switch the
     /// triggers off and edit rows.
-    private func tamper(_ client: PostgresClient, _ statement: String) async throws {
+    private func tamper(_ client: DatabasePool, _ statement: String) async throws {
         let settings = try await client.withConnection { connection in
             try await connection.query("SELECT current_database()", logger: TestDatabase.logger).collect()[0].decode(String.self)
         }

@@ -20,7 +20,7 @@ struct LedgerHealthTests {
     }
 
     /// Pages a query touches (shared buffers hit or read), from PostgreSQL's own count.
-    static func pagesTouched(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int {
+    static func pagesTouched(_ client: DatabasePool, _ query: PostgresQuery) async throws -> Int {
         let explain = PostgresQuery(unsafeSQL: "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query.sql)
         let rows = try await client.query(explain, logger: logger).collect()
         let json = try #require(try rows.first?.decode(String.self))

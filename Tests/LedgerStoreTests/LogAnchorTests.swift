@@ -14,7 +14,7 @@ struct LogAnchorTests {
     }
 
     /// Three events in each user's stream; "café" is spelled two ways, which are two streams.
-    private func seed(_ client: PostgresClient) async throws -> PostgresEventStore {
+    private func seed(_ client: DatabasePool) async throws -> PostgresEventStore {
         let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
         for user in Self.users {
             for index in 0..<3 {
@@ -25,7 +25,7 @@ struct LogAnchorTests {
     }
 
     /// What a determined administrator (the owner; the server's role cannot) could do: switch the triggers off and edit rows.
-    private func tamper(_ client: PostgresClient, _ statement: PostgresQuery) async throws {
+    private func tamper(_ client: DatabasePool, _ statement: PostgresQuery) async throws {
         try await TestDatabase.withOwnerConnection(of: client) { connection in
             try await connection.query("GRANT UPDATE, DELETE ON ledger.events TO CURRENT_USER", logger: TestDatabase.logger)
             try await connection.query("ALTER TABLE ledger.events DISABLE TRIGGER USER", logger: TestDatabase.logger)
@@ -36,7 +36,7 @@ struct LogAnchorTests {
 
     /// Rewrites a stream's events from `version` on and recomputes every hash from there: the
     /// chain stays whole, so only an anchor can tell.
-    private func rewriteAndRehash(_ client: PostgresClient, stream: StreamID, from version: Int64) async throws {
+    private func rewriteAndRehash(_ client: DatabasePool, stream: StreamID, from version: Int64) async throws {
         try await tamper(client, """
             UPDATE ledger.events SET data = jsonb_set(data, '{quantity}', '100')
             WHERE stream_id = \(stream.rawValue) AND stream_version >= \(version)
@@ -57,7 +57,7 @@ struct LogAnchorTests {
     }
 
     /// Anchors the log with a new key into `directory` and reads the anchor back, trusting that key.
-    private func anchor(_ client: PostgresClient, in directory: URL) async throws -> (LogAnchor, LogAnchorSummary, path: String) {
+    private func anchor(_ client: DatabasePool, in directory: URL) async throws -> (LogAnchor, LogAnchorSummary, path: String) {
         let keyPath = directory.appendingPathComponent("anchor.key").path
         let key = try AnchorSigningKey.create(at: keyPath)
         let path = directory.appendingPathComponent("anchor.json").path
@@ -66,7 +66,7 @@ struct LogAnchorTests {
         return (loaded, summary, path)
     }
 
-    private func verify(_ client: PostgresClient, against anchor: LogAnchor) async throws -> (HashChainVerifier.Report, LogAnchorReport) {
+    private func verify(_ client: DatabasePool, against anchor: LogAnchor) async throws -> (HashChainVerifier.Report, LogAnchorReport) {
         let report = try await HashChainVerifier(client: client, logger: TestDatabase.logger).verify(against: anchor)
         return (report, try #require(report.anchor))
     }

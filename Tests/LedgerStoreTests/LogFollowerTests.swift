@@ -16,7 +16,7 @@ struct LogFollowerTests {
     /// Runs a follower from the start of the log while `body` runs, and returns what it delivered
     /// once `expected` positions have arrived (or the bound passes).
     private func following(
-        _ client: PostgresClient,
+        _ client: DatabasePool,
         _ settings: DatabaseSettings,
         expecting expected: @escaping @Sendable () async -> Int,
         _ body: @Sendable (PostgresEventStore) async throws -> Void

@@ -51,7 +51,7 @@ struct ProjectionRebuildCrashTests {
     }
 
     /// Every row of every projection's view, as JSON text, sorted; and every checkpoint.
-    static func snapshot(_ client: PostgresClient) async throws -> [String: [String]] {
+    static func snapshot(_ client: DatabasePool) async throws -> [String: [String]] {
         var snapshot: [String: [String]] = [:]
         for projection in Projections.all {
             let rows = try await client.query(
@@ -67,7 +67,7 @@ struct ProjectionRebuildCrashTests {
     }
 
     /// Rebuilt tables not switched over yet.
-    static func unswitched(_ client: PostgresClient) async throws -> Int64 {
+    static func unswitched(_ client: DatabasePool) async throws -> Int64 {
         let rows = try await client.query(
             "SELECT count(*) FROM pg_tables WHERE schemaname = 'ledger' AND tablename LIKE '%\\_rebuild'", logger: logger
         ).collect()

@@ -77,7 +77,7 @@ struct ProjectionRunnerFailureTests {
         try await TestDatabase.withDatabase { client, settings in
             let handler = try await ProjectionRunnerTests.seed(client, users: 4)
             let projection = OwnershipProjection.self
-            let make = { @Sendable (client: PostgresClient) in
+            let make = { @Sendable (client: DatabasePool) in
                 ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, projections: [projection],
                                  batchSize: 5, pollInterval: .milliseconds(50), logger: Self.logger)
             }

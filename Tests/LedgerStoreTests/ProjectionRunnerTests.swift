@@ -12,7 +12,7 @@ struct ProjectionRunnerTests {
     static let app = "com.example.app"
 
     /// A history across many users: purchases, consumption, a refund, non-renewing stacks.
-    static func seed(_ client: PostgresClient, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
         try await handler.defineProduct(try Product(productId: "levels", type: .nonConsumable), app: app)
@@ -55,7 +55,7 @@ struct ProjectionRunnerTests {
         return rows
     }
 
-    static func tableRows(_ projection: any UserProjection.Type, _ client: PostgresClient, view: Bool = true) async throws -> Set<[String?]> {
+    static func tableRows(_ projection: any UserProjection.Type, _ client: DatabasePool, view: Bool = true) async throws -> Set<[String?]> {
         // Timestamps as the projection writes them, so both sides compare as text.
         let select = (["app", "user_id"] + projection.columns.map(\.name)).map { name -> String in
             projection.columns.first { $0.name == name }?.type.hasPrefix("timestamptz") == true
@@ -77,7 +77,7 @@ struct ProjectionRunnerTests {
         rows.map { $0.map { $0 ?? "NULL" }.joined(separator: "|") }.sorted().first ?? "none"
     }
 
-    static func checkpoint(_ projection: any UserProjection.Type, _ client: PostgresClient) async throws -> (Int64, String, String?) {
+    static func checkpoint(_ projection: any UserProjection.Type, _ client: DatabasePool) async throws -> (Int64, String, String?) {
         let rows = try await client.query(
             "SELECT position, status, error FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
             logger: TestDatabase.logger
@@ -102,7 +102,7 @@ struct ProjectionRunnerTests {
 
     /// Runs `runner` until every projection has applied the log up to `head` and is live (a first
     /// version on a log with history is live only once it has caught up).
-    static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: PostgresClient, head: Int64) async throws -> Bool {
+    static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: DatabasePool, head: Int64) async throws -> Bool {
         try await runUntil(runner) {
             for projection in Projections.all {
                 let (position, status, _) = try await checkpoint(projection, client)

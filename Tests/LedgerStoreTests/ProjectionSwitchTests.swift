@@ -23,12 +23,12 @@ struct ProjectionSwitchTests {
         }
     }
 
-    static func runner(_ client: PostgresClient, _ settings: DatabaseSettings, batchSize: Int = 50) throws -> ProjectionRunner {
+    static func runner(_ client: DatabasePool, _ settings: DatabaseSettings, batchSize: Int = 50) throws -> ProjectionRunner {
         ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, projections: [projection],
                          batchSize: batchSize, pollInterval: .milliseconds(20), logger: logger)
     }
 
-    static func head(_ client: PostgresClient) async throws -> Int64 {
+    static func head(_ client: DatabasePool) async throws -> Int64 {
         try await PostgresEventStore(client: client, logger: logger).headPosition()
     }
 

@@ -10,7 +10,7 @@ import Testing
 /// tried as that role and refused.
 @Suite("The server's role can append and read, and cannot change history")
 struct RuntimeRoleTests {
-    private func seed(_ client: PostgresClient) async throws {
+    private func seed(_ client: DatabasePool) async throws {
         let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
         for user in ["alice", "bob"] {
             for index in 0..<2 {
@@ -20,7 +20,7 @@ struct RuntimeRoleTests {
     }
 
     /// Runs `statement` on a connection of its own; the SQLSTATE it failed with, or nil when it ran.
-    private func failure(of statement: String, on client: PostgresClient) async throws -> String? {
+    private func failure(of statement: String, on client: DatabasePool) async throws -> String? {
         do {
             try await client.withConnection { connection in
                 // Collected: a function's error arrives with its rows.
@@ -143,7 +143,7 @@ struct RuntimeRoleTests {
     }
 
     /// Everything recorded, as one value: positions, versions and hashes of every event and document.
-    private func digest(_ client: PostgresClient) async throws -> String {
+    private func digest(_ client: DatabasePool) async throws -> String {
         let rows = try await client.query("""
             SELECT coalesce(string_agg(position || ':' || stream_id || ':' || stream_version || ':' || encode(hash, 'hex'), ',' ORDER BY position), '')
                 || '|' || (SELECT count(*) FROM ledger.receipts) || '|' || (SELECT count(*) FROM ledger.receipt_answers)

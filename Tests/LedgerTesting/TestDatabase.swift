@@ -74,7 +74,7 @@ public enum TestDatabase {
     public static func withDatabase<Result: Sendable>(
         _ name: String = #function,
         migrate: Bool = true,
-        _ body: @Sendable (PostgresClient, DatabaseSettings) async throws -> Result
+        _ body: @Sendable (DatabasePool, DatabaseSettings) async throws -> Result
     ) async throws -> Result {
         let server = try await server.value
         let owner = try await owner()
@@ -102,7 +102,7 @@ public enum TestDatabase {
     /// A connection as the owner of the database `client` works in: for what the server's role may
     /// not do, such as tampering with the log to prove that it is noticed.
     public static func withOwnerConnection<Result: Sendable>(
-        of client: PostgresClient,
+        of client: DatabasePool,
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let database = try await client.query("SELECT current_database()", logger: logger).collect()[0].decode(String.self)

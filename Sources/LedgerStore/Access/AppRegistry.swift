@@ -8,7 +8,7 @@ import PostgresNIO
 /// with `secrets` (`SecretSealer`), whose key the database never sees.
 public struct AppRegistry: Sendable {
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
     /// Seals and opens shared secrets; nil when no key is configured (then secrets cannot be set,
     /// and only those stored in plaintext before sealing existed can be read).
@@ -16,7 +16,7 @@ public struct AppRegistry: Sendable {
     /// Tokens refused lately, so that a caller repeating a wrong key costs no query.
     let refusedTokens = RefusedTokenCache()
 
-    public init(client: PostgresClient, logger: Logger, secrets: SecretSealer? = nil) {
+    public init(client: DatabasePool, logger: Logger, secrets: SecretSealer? = nil) {
         self.client = client
         self.logger = logger
         self.secrets = secrets

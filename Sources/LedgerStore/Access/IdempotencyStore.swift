@@ -22,10 +22,10 @@ public struct IdempotencyStore: Sendable {
         case replay(status: Int, body: Data)
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

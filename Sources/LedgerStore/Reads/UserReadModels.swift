@@ -52,10 +52,10 @@ public struct UserReadModels: Sendable {
         }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

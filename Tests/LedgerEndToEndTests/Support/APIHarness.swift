@@ -23,7 +23,7 @@ struct APIHarness: Sendable {
     /// With `run(productionSimulator: true)`: a second simulator, of the production environment,
     /// behind the verifier's production URL (the first stays behind its sandbox URL).
     var productionSimulatorBase: String? = nil
-    let client: PostgresClient
+    let client: DatabasePool
     let settings: DatabaseSettings
     /// Keys of `app`: all scopes, and one per scope.
     let keys: [String: String]
