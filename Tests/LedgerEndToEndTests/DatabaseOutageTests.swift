@@ -44,11 +44,15 @@ import Testing
         var statuses: [Int: Int] = [:]
         var consumed: [String] = []
         var ingested: [String] = []
+        var answers: [String: String] = [:]
         var slowRefusals: [Double] = []
 
         func saw(_ status: Int) { statuses[status, default: 0] += 1 }
         func acknowledgedConsumption(_ key: String) { consumed.append(key) }
-        func acknowledgedReceipt(_ transactionId: String) { ingested.append(transactionId) }
+        func acknowledgedReceipt(_ transactionId: String, answer: String) {
+            ingested.append(transactionId)
+            answers[transactionId] = answer
+        }
         func refusalTook(_ seconds: Double) { slowRefusals.append(seconds) }
     }
 
@@ -119,7 +123,7 @@ import Testing
                                 let body = try JSONSerialization.data(withJSONObject: ["userId": item.user, "deviceId": "phone", "receiptData": item.receipt])
                                 let answer = try await untilAcknowledged("/v1/apps/\(app)/receipts", body: body)
                                 #expect(answer.status == 200, "\(answer.text)")
-                                if answer.status == 200 { await seen.acknowledgedReceipt(item.transactionId) }
+                                if answer.status == 200 { await seen.acknowledgedReceipt(item.transactionId, answer: answer.text) }
                             }
                         }
                     }
@@ -169,7 +173,9 @@ import Testing
                     ).collect().map { try $0.decode(String.self) }
                     #expect(claims.count == Set(claims).count)
                     let claimed = Set(claims.map { String($0.split(separator: "/").last ?? "") })
-                    #expect(Set(ingested).isSubset(of: claimed))
+                    let lost = Set(ingested).subtracting(claimed)
+                let answers = await seen.answers
+                #expect(lost.isEmpty, "acknowledged receipts whose transaction is not in the log: \(lost.map { "\($0): \(answers[$0] ?? "")" })")
                     #expect(try await HashChainVerifier(client: client, logger: logger).verify().isIntact)
                 }
                 let shutdown = ledger.stop()
