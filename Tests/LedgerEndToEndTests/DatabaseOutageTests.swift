@@ -27,7 +27,9 @@ import Testing
             environment["LEDGER_HOME"] = home.path
             // A port of its own, kept across restarts: the managed server moves to a free one when its
             // port is taken while it is stopped, and other test servers start on this machine meanwhile.
-            environment["LEDGER_POSTGRES_PORT"] = String(Int.random(in: 55_000...59_999))
+            // Below the kernel's ephemeral ports (32768 and up here), which the tests' own HTTP
+            // servers and clients take from.
+            environment["LEDGER_POSTGRES_PORT"] = String(Int.random(in: 20_000...32_000))
             let local = LocalPostgres(environment: environment, durability: .durable)
             let runtime = try await local.start(logger: logger)
             return (PrivateServer(local: local, home: home), DatabaseRoles(runtime: runtime, owner: try local.ownerSettings()))
