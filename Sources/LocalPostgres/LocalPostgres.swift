@@ -222,6 +222,9 @@ public struct LocalPostgres: Sendable {
             // databases only when it can see them in pg_stat_activity; without this, any other
             // role's transaction on the server would hold every projection of the ledger back.
             try await connection.query("GRANT pg_read_all_stats TO \(unescaped: Self.runtimeGroup)", logger: logger)
+            // DROP DATABASE … WITH (FORCE) of a scratch or test database ends the sessions still in
+            // it, the server's role's among them; only a role allowed to signal them may.
+            try await connection.query("GRANT pg_signal_backend TO \(unescaped: Self.ownerRoleName)", logger: logger)
             // Also sent by the ledger's own connections (DatabaseSettings.runtimeTimeouts); set on the
             // role, they hold for any other client that logs in as it.
             for (name, value) in DatabaseSettings.runtimeTimeouts.sorted(by: { $0.key < $1.key }) {
