@@ -13,6 +13,7 @@ struct RequestIDMiddleware: RouterMiddleware {
         let incoming = request.headers[.requestID]
         context.requestID = incoming.flatMap(Self.isSane) == true ? incoming! : Self.generate()
         context.logger[metadataKey: "ledger.request_id"] = .string(context.requestID)
+        context.logger.debug("request received", metadata: ["http.method": "\(request.method)", "http.path": "\(request.uri.path)"])
         let started = ContinuousClock.now
         var response = try await next(request, context)
         response.headers[.requestID] = context.requestID

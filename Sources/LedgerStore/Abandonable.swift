@@ -1,3 +1,5 @@
+import LedgerApplication
+import PostgresNIO
 import Synchronization
 
 /// Runs `operation` in a task of its own and returns what it returns, unless `abandonWhen`
@@ -12,7 +14,44 @@ func untilAbandoned<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result,
     abandonWhen: @escaping @Sendable () async -> (any Error)?
 ) async throws -> Result {
+    try await race(operation) { outcome in
+        let watch = Task {
+            if let error = await abandonWhen() { outcome.finish(.failure(error)) }
+        }
+        return { watch.cancel() }
+    }
+}
+
+extension PostgresConnection {
+    /// Runs `operation`, which uses this connection, and gives it up with a `databaseUnavailable`
+    /// error as soon as the connection closes (see `untilAbandoned` for why a wait on a closed
+    /// connection must be given up rather than awaited). `during` names the work for the message.
+    ///
+    /// Watched through one `closeFuture` callback per connection (`ConnectionCloseWatch`), so a
+    /// statement costs a task and no timer.
+    func unlessClosed<Result: Sendable>(
+        during work: String,
+        _ operation: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
+        let closed = StoreError.databaseUnavailable("the connection to PostgreSQL closed during \(work)")
+        return try await race(operation) { outcome in
+            guard let token = ConnectionCloseWatch.shared.watch(self, onClose: { outcome.finish(.failure(closed)) }) else {
+                throw closed
+            }
+            return { ConnectionCloseWatch.shared.unwatch(token) }
+        }
+    }
+}
+
+/// Runs `operation` in a task of its own; `arm` sets up what may end the wait first (it calls
+/// `outcome.finish` with an error) and returns how to take that down again.
+private func race<Result: Sendable>(
+    _ operation: @escaping @Sendable () async throws -> Result,
+    arm: (Outcome<Result>) throws -> @Sendable () -> Void
+) async throws -> Result {
     let outcome = Outcome<Result>()
+    let disarm = try arm(outcome)
+    defer { disarm() }
     let work = Task {
         do {
             outcome.finish(.success(try await operation()))
@@ -20,22 +59,17 @@ func untilAbandoned<Result: Sendable>(
             outcome.finish(.failure(error))
         }
     }
-    let watch = Task {
-        if let error = await abandonWhen() { outcome.finish(.failure(error)) }
-    }
-    defer { watch.cancel() }
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             outcome.wait(continuation)
         }
     } onCancel: {
         work.cancel()
-        watch.cancel()
     }
 }
 
 /// The first result of two racers, handed to one waiter whenever it arrives.
-private final class Outcome<Result: Sendable>: Sendable {
+final class Outcome<Result: Sendable>: Sendable {
     private struct State {
         var result: Swift.Result<Result, any Error>?
         var waiter: CheckedContinuation<Result, any Error>?
@@ -60,5 +94,55 @@ private final class Outcome<Result: Sendable>: Sendable {
             return nil
         }
         if let ready { continuation.resume(with: ready) }
+    }
+}
+
+/// Calls back whoever waits on a connection when it closes, with one `closeFuture` callback per
+/// connection however many statements wait on it over its life (a callback per statement would
+/// stay registered for as long as the pool keeps the connection).
+final class ConnectionCloseWatch: Sendable {
+    static let shared = ConnectionCloseWatch()
+
+    struct Token: Sendable {
+        fileprivate let connection: ObjectIdentifier
+        fileprivate let waiter: UInt64
+    }
+
+    private struct State {
+        var nextWaiter: UInt64 = 0
+        /// Connections with a callback registered, and who waits on each.
+        var watched: [ObjectIdentifier: [UInt64: @Sendable () -> Void]] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    /// Calls `onClose` once `connection` closes, unless `unwatch` comes first; nil when it is
+    /// closed already.
+    func watch(_ connection: PostgresConnection, onClose: @escaping @Sendable () -> Void) -> Token? {
+        guard !connection.isClosed else { return nil }
+        let key = ObjectIdentifier(connection)
+        let (token, isNew) = state.withLock { state -> (Token, Bool) in
+            state.nextWaiter += 1
+            let isNew = state.watched[key] == nil
+            state.watched[key, default: [:]][state.nextWaiter] = onClose
+            return (Token(connection: key, waiter: state.nextWaiter), isNew)
+        }
+        // Outside the lock: on a future already complete, the callback may run at once.
+        if isNew {
+            connection.closeFuture.whenComplete { [self] _ in
+                let waiters = state.withLock { $0.watched.removeValue(forKey: key) } ?? [:]
+                waiters.values.forEach { $0() }
+            }
+        }
+        return token
+    }
+
+    func unwatch(_ token: Token) {
+        state.withLock { _ = $0.watched[token.connection]?.removeValue(forKey: token.waiter) }
+    }
+
+    /// How many waits are registered on `connection`; nil when it has no callback (for tests).
+    func waiters(on connection: PostgresConnection) -> Int? {
+        state.withLock { $0.watched[ObjectIdentifier(connection)]?.count }
     }
 }

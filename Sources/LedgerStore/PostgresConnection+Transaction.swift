@@ -29,21 +29,8 @@ extension PostgresConnection {
     /// it the projection or request that sent it. Given up, too, if the connection closes meanwhile.
     func rollBackUnlessClosed(logger: Logger) async {
         guard !isClosed else { return }
-        _ = try? await untilAbandoned {
+        _ = try? await unlessClosed(during: "a ROLLBACK") {
             _ = try await self.query("ROLLBACK", logger: logger).collect()
-        } abandonWhen: {
-            await self.waitUntilClosed()
         }
-    }
-
-    /// Returns an error once the connection is seen closed (looked at every 100 ms), nil when
-    /// cancelled first. Polled rather than through `closeFuture`, whose callbacks would stay
-    /// registered for as long as the pool keeps the connection.
-    func waitUntilClosed() async -> (any Error)? {
-        while !Task.isCancelled {
-            if isClosed { return StoreError.databaseUnavailable("the connection to PostgreSQL closed") }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return nil
     }
 }

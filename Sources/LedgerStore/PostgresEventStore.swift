@@ -227,7 +227,7 @@ public struct PostgresEventStore: EventStore {
         "position", stream_id, stream_version, event_id, event_type, data::text, metadata::text, recorded_at, dedup_key
         """
 
-    static func decode(_ rows: PostgresRowSequence) async throws -> [RecordedEvent] {
+    static func decode(_ rows: some AsyncSequence<PostgresRow, any Error>) async throws -> [RecordedEvent] {
         var events: [RecordedEvent] = []
         for try await (position, stream, version, id, type, data, metadata, recordedAt, key) in rows.decode(
             (Int64, String, Int64, UUID, String, String, String, Date, String?).self

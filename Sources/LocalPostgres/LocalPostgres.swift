@@ -119,6 +119,9 @@ public struct LocalPostgres: Sendable {
                         attempt += 1
                         logger.info("the previous PostgreSQL is still leaving; starting again shortly")
                         Thread.sleep(forTimeInterval: 0.5)
+                    } catch {
+                        // pg_ctl only says it stopped waiting; the reason is in the server's log.
+                        throw StoreError.localServer("\(error) — the last lines of its log:\n\(logTail(lines: 15))")
                     }
                 }
             } else if let port = try runningPort() {
@@ -134,10 +137,15 @@ public struct LocalPostgres: Sendable {
     /// Whether the server log's last lines say a start failed because the previous server's
     /// processes still held its port, shared memory or lock file.
     private func previousServerStillLeaving() -> Bool {
-        guard let text = try? String(contentsOf: logFile, encoding: .utf8) else { return false }
-        let tail = text.split(separator: "\n").suffix(10).joined(separator: "\n")
+        let tail = logTail(lines: 10)
         return ["Address already in use", "pre-existing shared memory block", "lock file", "is another postmaster"]
             .contains { tail.contains($0) }
+    }
+
+    /// The server log's last `lines` lines (empty when there is no log yet).
+    public func logTail(lines: Int) -> String {
+        guard let text = try? String(contentsOf: logFile, encoding: .utf8) else { return "" }
+        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
     }
 
     /// How `stop` ends the server's sessions.

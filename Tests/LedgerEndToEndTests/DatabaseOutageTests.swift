@@ -35,6 +35,14 @@ import Testing
             return (PrivateServer(local: local, home: home), DatabaseRoles(runtime: runtime, owner: try local.ownerSettings()))
         }
 
+        /// What the failure message of an outage test shows: the last lines of PostgreSQL's log and of
+        /// the ledger's (both are removed with the test's folders).
+        func logs(ledger: URL) -> String {
+            let served = ((try? String(contentsOf: ledger, encoding: .utf8)) ?? "").split(separator: "\n").suffix(40)
+            return "\n--- PostgreSQL's log, last lines:\n\(local.logTail(lines: 30))\n--- ledger serve's log, last lines:\n"
+                + served.joined(separator: "\n")
+        }
+
         func remove() {
             try? local.stop(mode: .immediate)
             try? FileManager.default.removeItem(at: home)
@@ -64,6 +72,8 @@ import Testing
         var ingested: [String] = []
         var answers: [String: String] = [:]
         var slowRefusals: [Double] = []
+        /// Requests the server left unanswered until the client gave up (30 s).
+        var unanswered: [String] = []
 
         func saw(_ status: Int) { statuses[status, default: 0] += 1 }
         func acknowledgedConsumption(_ key: String) { consumed.append(key) }
@@ -72,6 +82,7 @@ import Testing
             answers[transactionId] = answer
         }
         func refusalTook(_ seconds: Double) { slowRefusals.append(seconds) }
+        func leftUnanswered(_ path: String) { unanswered.append(path) }
     }
 
     @Test func postgresCrashedTwentyTimesUnderLoadLosesNothingAndCountsNothingTwice() async throws {
@@ -106,9 +117,12 @@ import Testing
                 let deadline = ContinuousClock.now + .seconds(90)
                 while true {
                     guard ContinuousClock.now < deadline else { throw HarnessError(message: "\(path) was not acknowledged within 90 s") }
+                    let sent = ContinuousClock.now
                     if let answer = try? await APIHarness.send(.POST, base + path, key: key, raw: body, headers: headers) {
                         await seen.saw(answer.status)
                         if answer.status != 503 { return answer }
+                    } else if sent.duration(to: .now) > .seconds(20) {
+                        await seen.leftUnanswered(path)
                     }
                     try await Task.sleep(for: .milliseconds(50))
                 }
@@ -151,9 +165,13 @@ import Testing
                         let read = try? await APIHarness.send(.GET, base + "/v1/apps/\(app)/users/eater-0/balances", key: key)
                         let took = started.duration(to: .now)
                         await seen.refusalTook(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
-                        #expect(health?.status == 503 && read?.status == 503, "\(health?.text ?? "no answer") \(read?.text ?? "no answer")")
+                        #expect(health?.status == 503 && read?.status == 503,
+                                "\(health?.text ?? "no answer") \(read?.text ?? "no answer")\(server.logs(ledger: logFile))")
                         #expect(read?.errorCode == "database_unavailable" && (read?.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
-                        _ = try await server.local.start(logger: logger)
+                        do { _ = try await server.local.start(logger: logger) } catch {
+                            Issue.record("PostgreSQL did not start again: \(error)\(server.logs(ledger: logFile))")
+                            throw error
+                        }
                     }
                     await stop.set()
                 }
@@ -165,7 +183,7 @@ import Testing
                 (try? await APIHarness.send(.GET, base + "/health", key: nil))?.status == 200
             }
             let health = (try? await APIHarness.send(.GET, base + "/health", key: nil))?.text ?? "no answer"
-            #expect(back, "fully back after the outages: /health says \(health)")
+            #expect(back, "fully back after the outages: /health says \(health)\(server.logs(ledger: logFile))")
             #expect(ledger.process.isRunning, "recovered without a restart")
             let statuses = await seen.statuses
             #expect(Set(statuses.keys).isSubset(of: [200, 201, 503]), "clients saw only successes and 503s: \(statuses)")
@@ -190,8 +208,11 @@ import Testing
             #expect(lost.isEmpty, "acknowledged receipts whose transaction is not in the log: \(lost.map { "\($0): \(answers[$0] ?? "")" })")
                 #expect(try await HashChainVerifier(client: client, logger: logger).verify().isIntact)
             }
+            let unanswered = await seen.unanswered
+            #expect(unanswered.isEmpty, "requests the server never answered: \(unanswered)")
             let shutdown = ledger.stop()
-            #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outages")
+            // Well within the 15 s after which `serve` gives up on requests that still wait.
+            #expect(shutdown < .seconds(10), "SIGTERM stops the server after the outages\(server.logs(ledger: logFile))")
             print("database outages: shutdown took \(shutdown); statuses \(statuses); 503 answers while down took at most \(refusals.max() ?? 0) s for two requests; \(consumed.count) consumptions and \(ingested.count) receipts acknowledged")
         }
     }
@@ -230,10 +251,13 @@ extension DatabaseOutageTests {
                 statuses.append(consumed?.status ?? 0)
                 try await Task.sleep(for: .seconds(1))
             }
-            #expect(statuses.allSatisfy { $0 == 503 }, "every write while PostgreSQL was away was refused: \(statuses)")
-            #expect(slowest < .seconds(2), "refused at once, not after waiting for the pool")
+            #expect(statuses.allSatisfy { $0 == 503 }, "every write while PostgreSQL was away was refused: \(statuses)\(server.logs(ledger: logFile))")
+            #expect(slowest < .seconds(2), "refused at once, not after waiting for the pool, slowest \(slowest)\(server.logs(ledger: logFile))")
 
-            _ = try await server.local.start(logger: logger)
+            do { _ = try await server.local.start(logger: logger) } catch {
+                Issue.record("PostgreSQL did not start again: \(error)\(server.logs(ledger: logFile))")
+                throw error
+            }
             let returned = ContinuousClock.now
             let consumption = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
             let idempotencyKey = "after-\(UUID())"
@@ -250,12 +274,12 @@ extension DatabaseOutageTests {
                 }
             }
             let health = (try? await APIHarness.send(.GET, ledger.base + "/health", key: nil))?.text ?? "no answer"
-            let recovery = try #require(back, "the server was not back within 30 s of PostgreSQL's return: /health says \(health)")
-            #expect(recovery < .seconds(5), "fully back within 5 s of the database's return, took \(recovery)")
+            let recovery = try #require(back, "the server was not back within 30 s of PostgreSQL's return: /health says \(health)\(server.logs(ledger: logFile))")
+            #expect(recovery < .seconds(5), "fully back within 5 s of the database's return, took \(recovery)\(server.logs(ledger: logFile))")
             let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
-            #expect(log.contains("the connection pool, still waiting to retry, is replaced"), "the pool was renewed when the database answered again")
+            #expect(log.contains("the connection pool, still waiting to retry, is replaced"), "the pool was renewed when the database answered again\(server.logs(ledger: logFile))")
             let shutdown = ledger.stop()
-            #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outage, took \(shutdown)")
+            #expect(shutdown < .seconds(10), "SIGTERM stops the server after the outage, took \(shutdown)\(server.logs(ledger: logFile))")
             print("database outage of 30 s: writes refused with 503 within \(slowest); back \(recovery) after PostgreSQL's return; shutdown \(shutdown)")
         }
     }
