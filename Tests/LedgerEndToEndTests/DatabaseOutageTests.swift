@@ -161,12 +161,12 @@ import Testing
                         try await Task.sleep(for: .milliseconds(Int.random(in: 300...700)))
                         // While it is down, the server answers at once, and says so.
                         let started = ContinuousClock.now
-                        let health = try? await APIHarness.send(.GET, base + "/health", key: nil)
-                        let read = try? await APIHarness.send(.GET, base + "/v1/apps/\(app)/users/eater-0/balances", key: key)
+                        let (health, healthFailure) = await probe(base + "/health", key: nil)
+                        let (read, readFailure) = await probe(base + "/v1/apps/\(app)/users/eater-0/balances", key: key)
                         let took = started.duration(to: .now)
                         await seen.refusalTook(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
                         #expect(health?.status == 503 && read?.status == 503,
-                                "\(health?.text ?? "no answer") \(read?.text ?? "no answer")\(server.logs(ledger: logFile))")
+                                "\(health?.text ?? healthFailure) \(read?.text ?? readFailure)\(server.logs(ledger: logFile))")
                         #expect(read?.errorCode == "database_unavailable" && (read?.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
                         do { _ = try await server.local.start(logger: logger) } catch {
                             Issue.record("PostgreSQL did not start again: \(error)\(server.logs(ledger: logFile))")
@@ -282,6 +282,16 @@ extension DatabaseOutageTests {
             #expect(shutdown < .seconds(10), "SIGTERM stops the server after the outage, took \(shutdown)\(server.logs(ledger: logFile))")
             print("database outage of 30 s: writes refused with 503 within \(slowest); back \(recovery) after PostgreSQL's return; shutdown \(shutdown)")
         }
+    }
+}
+
+/// A GET's answer, or what the client saw instead of one.
+private func probe(_ url: String, key: String?) async -> (answer: APIHarness.Answer?, failure: String) {
+    let started = ContinuousClock.now
+    do {
+        return (try await APIHarness.send(.GET, url, key: key), "")
+    } catch {
+        return (nil, "no answer after \(started.duration(to: .now)): \(String(reflecting: error))")
     }
 }
 

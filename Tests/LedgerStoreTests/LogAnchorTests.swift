@@ -102,15 +102,7 @@ struct LogAnchorTests {
             let store = try await seed(client)
             try await withDirectory { directory in
                 try await TestDatabase.withConnection(settings) { slow in
-                    try await slow.query("BEGIN", logger: TestDatabase.logger)
-                    let rows = try await slow.query(
-                        """
-                        SELECT "position" FROM ledger.append('user/app/slow', NULL, ARRAY[gen_random_uuid()],
-                            ARRAY['PurchaseRecorded.v1'], ARRAY['{"slow":true}'], ARRAY['{}'], ARRAY[NULL::text])
-                        """,
-                        logger: TestDatabase.logger
-                    ).collect()
-                    let slowPosition = try rows[0].decode(Int64.self)
+                    let slowPosition = try await TestDatabase.beginAppend(on: slow, stream: "user/app/slow", data: #"{"slow":true}"#)
                     let fast = try await store.append([try .purchase("fast")], to: try Self.stream("alice"), expecting: .exactly(3))
                     #expect(fast.position > slowPosition)
 

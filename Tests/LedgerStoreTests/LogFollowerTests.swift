@@ -79,15 +79,7 @@ struct LogFollowerTests {
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
             try await TestDatabase.withConnection(settings) { slow in
                 // The slow writer takes the earlier position and does not commit yet.
-                try await slow.query("BEGIN", logger: TestDatabase.logger)
-                let rows = try await slow.query(
-                    """
-                    SELECT "position" FROM ledger.append('user/app/slow', NULL, ARRAY[gen_random_uuid()],
-                        ARRAY['PurchaseRecorded.v1'], ARRAY['{"slow":true}'], ARRAY['{}'], ARRAY[NULL::text])
-                    """,
-                    logger: TestDatabase.logger
-                ).collect()
-                let slowPosition = try rows[0].decode(Int64.self)
+                let slowPosition = try await TestDatabase.beginAppend(on: slow, stream: "user/app/slow", data: #"{"slow":true}"#)
 
                 let fast = try await store.append([try .purchase("fast")], to: StreamID("user/app/fast"), expecting: .any)
                 #expect(fast.position > slowPosition)
@@ -154,14 +146,7 @@ struct LogFollowerTests {
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
             let before = try await store.append([try .purchase("before")], to: StreamID("user/app/a"), expecting: .any)
             try await TestDatabase.withConnection(settings) { connection in
-                try await connection.query("BEGIN", logger: TestDatabase.logger)
-                try await connection.query(
-                    """
-                    SELECT * FROM ledger.append('user/app/rolled-back', NULL, ARRAY[gen_random_uuid()],
-                        ARRAY['PurchaseRecorded.v1'], ARRAY['{}'], ARRAY['{}'], ARRAY[NULL::text])
-                    """,
-                    logger: TestDatabase.logger
-                )
+                try await TestDatabase.beginAppend(on: connection, stream: "user/app/rolled-back")
                 try await connection.query("ROLLBACK", logger: TestDatabase.logger)
             }
             let after = try await store.append([try .purchase("after")], to: StreamID("user/app/a"), expecting: .any)

@@ -128,6 +128,24 @@ public enum TestDatabase {
     }
 }
 
+extension TestDatabase {
+    /// Begins a transaction on `connection` and appends one event to `stream` through
+    /// `ledger.append` without committing: an append still running, for the caller to COMMIT or
+    /// ROLLBACK. Returns the position it took.
+    @discardableResult
+    public static func beginAppend(on connection: PostgresConnection, stream: String, data: String = "{}") async throws -> Int64 {
+        try await connection.query("BEGIN", logger: logger)
+        let rows = try await connection.query(
+            """
+            SELECT "position" FROM ledger.append(\(stream), NULL, ARRAY[gen_random_uuid()],
+                ARRAY['PurchaseRecorded.v1'], ARRAY[\(data)], ARRAY['{}'], ARRAY[NULL::text])
+            """,
+            logger: logger
+        ).collect()
+        return try rows[0].decode(Int64.self)
+    }
+}
+
 /// Polls `condition` until it holds or `timeout` passes; a generous bound, not a speed claim.
 public func eventually(
     timeout: Duration = .seconds(30),
