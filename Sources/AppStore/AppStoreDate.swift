@@ -48,8 +48,9 @@ public enum AppStoreDate {
               let year = Int(dateParts[0]), let month = Int(dateParts[1]), let day = Int(dateParts[2]),
               let hour = Int(timeParts[0]), let minute = Int(timeParts[1])
         else { return nil }
-        let secondText = timeParts[2]
-        guard let second = Double(secondText) else { return nil }
+        // Seconds from 0 to 60 (a leap second) with an optional fraction; `1e300`, `nan` and `inf`
+        // are numbers to `Double` too, and would trap when made whole below.
+        guard let second = Double(timeParts[2]), second >= 0, second < 61 else { return nil }
         let zone: TimeZone
         if parts.count == 3 {
             guard let named = timeZone(String(parts[2])) else { return nil }

@@ -69,12 +69,15 @@ extension LedgerAPI {
         guard !body.receiptData.isEmpty, body.receiptData.utf8.count <= APILimits.receiptDataCharacters else {
             throw APIError.invalidRequest("receiptData must be the base64 receipt, 1 to \(APILimits.receiptDataCharacters) characters", field: "receiptData")
         }
+        try Self.validateText(body.receiptData, field: "receiptData")
         guard Data(base64Encoded: body.receiptData, options: .ignoreUnknownCharacters) != nil else {
             throw APIError.invalidRequest("receiptData is not base64: send the receipt exactly as StoreKit gives it", field: "receiptData")
         }
 
         let receipt = try await verify(body.receiptData, app: app, context: context)
         let answer = receipt.appStoreAnswer
+        // An answer the log could not hold is refused before anything of it is kept.
+        try answer.checkRecordable(app: app)
         // Kept before any fact that names it is appended; looked up meanwhile: what others hold.
         async let kept: Void = receipts.keep(ReceiptArchive.Document(
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,

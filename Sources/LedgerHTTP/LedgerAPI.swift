@@ -123,6 +123,13 @@ extension LedgerAPI {
         }
     }
 
+    /// Free text (a receipt, a reason, an error code): anything but U+0000, which the log cannot store.
+    static func validateText(_ value: String, field: String) throws {
+        if value.unicodeScalars.contains("\u{0}") {
+            throw APIError.invalidRequest(LedgerInputError.nulCharacter(field: field).message, field: field)
+        }
+    }
+
     /// A whole-number query parameter, when given.
     static func integerQuery(_ name: String, _ request: Request, range: ClosedRange<Int64>) throws -> Int64? {
         guard let text = request.uri.queryParameters.get(name) else { return nil }

@@ -64,3 +64,16 @@ import Testing
         #expect(AppStoreDate.parse(AppStoreDate.pacificText(date))?.milliseconds == date.milliseconds / 1000 * 1000)
     }
 }
+
+/// Regressions the fuzzer found (`ledger bench fuzz`).
+@Suite struct AppStoreDateFuzzRegressionTests {
+    /// `00:00:1e300` crashed the whole ledger: the seconds were read as a `Double` and made whole
+    /// with `Int(_:)`, which traps on values out of range, infinity and NaN. Now they are unreadable.
+    @Test func secondsThatAreNotSecondsMakeTheDateUnreadableInsteadOfCrashing() {
+        for text in ["2013-01-01 00:00:1e300 Etc/GMT", "2013-01-01 00:00:nan Etc/GMT", "2013-01-01 00:00:inf Etc/GMT",
+                     "2013-01-01 00:00:-inf", "2013-01-01 00:00:-1 Etc/GMT", "2013-01-01 00:00:61 Etc/GMT"] {
+            #expect(AppStoreDate.parse(text) == nil, "\(text)")
+        }
+        #expect(AppStoreDate.parse("2013-01-01 00:00:00.5 Etc/GMT") == Date(timeIntervalSince1970: 1_356_998_400.5))
+    }
+}
