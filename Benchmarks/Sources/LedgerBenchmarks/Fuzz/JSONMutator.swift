@@ -189,11 +189,11 @@ public struct JSONMutator: Sendable {
         case 0: return String(value &+ 1)
         case 1: return String(value &- 1)
         case 2: return "-" + literal
-        case 3: return literal + "000000000000"
+        case 3: return literal + random.pick(["000", "000000000000"])
         case 4: return literal + ".5"
         case 5: return literal + "e400"
         case 6: return "0" + literal
-        default: return random.pick(["0", "-0", "1e309", "9223372036854775808", "-9223372036854775809", "1E2", "1.0"])
+        default: return random.pick(["0", "-0", "1e309", "9223372036854775807", "9223372036854775808", "-9223372036854775808", "1E2", "1.0"])
         }
     }
 
