@@ -71,7 +71,7 @@ public struct LedgerFuzzWorld: Sendable {
         }
         let scripted = ScriptedAppStore()
         let scriptedServer = scripted.application(logger: logger) { scriptedPort.report($0) }
-        return try await withFuzzServices([simulator, scriptedServer], logger: logger) {
+        return try await withFuzzServices([simulator, scriptedServer], logger: logger, onExit: { simulatorPort.finish(); scriptedPort.finish() }) {
             let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
             let scriptedBase = "http://127.0.0.1:\(try await scriptedPort.port())"
             let verifiedBySimulator = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
@@ -88,7 +88,7 @@ public struct LedgerFuzzWorld: Sendable {
                 .application(services: [runner]) { ledgerPort.report($0) }
             let scriptedLedger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedByScript, logger: logger)
                 .application(services: []) { scriptedLedgerPort.report($0) }
-            return try await withFuzzServices([ledger, scriptedLedger], logger: logger) {
+            return try await withFuzzServices([ledger, scriptedLedger], logger: logger, onExit: { ledgerPort.finish(); scriptedLedgerPort.finish() }) {
                 var world = LedgerFuzzWorld(
                     ledgerBase: "http://127.0.0.1:\(try await ledgerPort.port())",
                     scriptedLedgerBase: "http://127.0.0.1:\(try await scriptedLedgerPort.port())",
@@ -265,83 +265,5 @@ public struct LedgerFuzzWorld: Sendable {
             if !failed.isEmpty || !behind || ContinuousClock.now >= deadline { return failed }
             try await Task.sleep(for: .milliseconds(200))
         }
-    }
-}
-
-/// The App Store behind the fuzzer's second server: every `verifyReceipt` gets the answer set last.
-public final class ScriptedAppStore: Sendable {
-    private let state = ScriptedAnswer()
-
-    /// Answers every following `verifyReceipt` with `answer`, byte for byte.
-    func script(_ answer: Data) async {
-        await state.set(answer)
-    }
-
-    func application(logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void) -> some ApplicationProtocol {
-        let router = Router()
-        let state = self.state
-        for path in ["/production/verifyReceipt", "/sandbox/verifyReceipt"] {
-            router.post(RouterPath(path)) { _, _ -> Response in
-                Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: await state.answer)))
-            }
-        }
-        return Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "appstore-scripted"),
-            onServerRunning: { await onServerRunning($0.localAddress?.port ?? 0) }, logger: logger
-        )
-    }
-}
-
-private actor ScriptedAnswer {
-    private(set) var answer = Data(#"{"status":21002}"#.utf8)
-
-    func set(_ answer: Data) {
-        self.answer = answer
-    }
-}
-
-/// The world could not be set up; says what failed.
-public struct FuzzSetupError: Error, CustomStringConvertible {
-    public let description: String
-
-    init(_ description: String) {
-        self.description = description
-    }
-}
-
-/// The port a server of the world reports once it listens.
-struct FuzzPort: Sendable {
-    private let stream: AsyncStream<Int>
-    private let continuation: AsyncStream<Int>.Continuation
-
-    init() {
-        (stream, continuation) = AsyncStream<Int>.makeStream()
-    }
-
-    func report(_ port: Int) {
-        continuation.yield(port)
-    }
-
-    func finish() {
-        continuation.finish()
-    }
-
-    func port() async throws -> Int {
-        var iterator = stream.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw FuzzSetupError("a server of the fuzzer stopped before it listened") }
-        return port
-    }
-}
-
-/// Runs `services` for the duration of `body`, then shuts them down gracefully.
-func withFuzzServices<T: Sendable>(_ services: [any Service], logger: Logger, _ body: () async throws -> T) async throws -> T {
-    let group = ServiceGroup(configuration: .init(services: services, logger: logger))
-    return try await withThrowingTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try await group.run() }
-        let result: Result<T, any Error>
-        do { result = .success(try await body()) } catch { result = .failure(error) }
-        await group.triggerGracefulShutdown()
-        try await tasks.waitForAll()
-        return try result.get()
     }
 }
