@@ -12,7 +12,7 @@ extension Bench {
             discussion: """
                 Runs the ledger's server, its projections and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_fuzz (created afresh, dropped afterwards). Test users buy, renew and get refunds in the simulator and their receipts are recorded; then --cases cases take turns over the targets: the receipt parser in this process (mutated verifyReceipt answers, carried through the receipt decision, the stored events and the fold), and through HTTP the receipts, finish, failures, revoke, consumptions, restore and product routes (mutated bodies, wrong Content-Type, odd Idempotency-Keys) and receipts whose App Store answers are mutated.
 
-                Properties: no crash, no 5xx (only a 503 for an App Store answer that cannot be read, the designed answer), every refusal a JSON error with a code and a message, and nothing recorded for a refused input (the log's last position and the receipts and answers kept are compared before and after each case); after the last case, no projection failed. Prints the counts per target and the failures with their case numbers; exits 1 when there is any. The same --seed sends the same mutations; --trace prints each case before it runs, so that a crash names its case.
+                Properties: no crash, no 5xx (only a 503 for an App Store answer that cannot be read, the designed answer), every refusal a JSON error with a code and a message, and nothing recorded for a refused input (the log's last position and the receipts and answers kept are compared before and after each case); after the last case, no projection failed. Prints the counts per target and the failures with their case numbers; exits 1 when there is any. The same --seed sends the same mutations; --trace prints each case before it runs, so that a crash names its case. Logs at level error unless --log-level says otherwise, so that the cause of a 500 is printed.
                 """
         )
 
@@ -30,7 +30,7 @@ extension Bench {
 
         func run() async throws {
             var options = self.options
-            if options.logLevel == nil, ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] == nil { options.logLevel = "critical" }
+            if options.logLevel == nil, ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] == nil { options.logLevel = "error" }
             let logger = try options.makeLogger()
             let seed = self.seed ?? UInt64(Date().timeIntervalSince1970 * 1000)
             let fixtureAnswers: [Data]
