@@ -52,4 +52,17 @@ import Testing
         #expect(invalidJSON > 200, "some bodies are not JSON at all (\(invalidJSON) of 2,000)")
         #expect(invalidJSON < 1_800, "most stay JSON, to reach past the reader (\(invalidJSON) of 2,000 are not)")
     }
+
+    /// Repetitions compound within a case (70,000 emoji, 400 times, 400 times again asked for
+    /// 45 GB and ended a 100,000-case run): every part stays under `JSONMutator.largestPart`.
+    @Test func bodiesStayWithinWhatAMachineCanHold() {
+        let long = FuzzJSON.keyed(["receiptData": .string(String(repeating: "\u{1F600}", count: 70_000)), "list": .array([.string("x")])])
+        let mutator = JSONMutator(donors: [long])
+        var largest = 0
+        for index in 0..<3_000 {
+            var random = FuzzRandom(seed: 3, case: index)
+            largest = max(largest, mutator.mutate(long, random: &random).body.count)
+        }
+        #expect(largest < 4 * JSONMutator.largestPart, "the largest body has \(largest) bytes")
+    }
 }

@@ -78,7 +78,7 @@ public struct JSONMutator: Sendable {
                 elements.remove(at: index)
                 step = "drop \(name)[\(index)]"
             case 1:
-                let copies = random.pick([1, 2, 50])
+                let copies = Self.bounded(random.pick([1, 2, 50]), of: elements[index].text.utf8.count)
                 elements.insert(contentsOf: repeatElement(elements[index], count: copies), at: index)
                 step = "repeat \(name)[\(index)] \(copies) more times"
             case 2:
@@ -170,7 +170,9 @@ public struct JSONMutator: Sendable {
                            at: position)
         case 1: scalars = Array(scalars[..<position])
         case 2: scalars.removeAll()
-        case 3: scalars = Array(String(repeating: text.isEmpty ? "x" : text, count: random.pick([2, 20, 400])).unicodeScalars)
+        case 3:
+            let unit = text.isEmpty ? "x" : text
+            scalars = Array(String(repeating: unit, count: bounded(random.pick([2, 20, 400]), of: unit.utf8.count)).unicodeScalars)
         case 4: scalars = Array(text.uppercased().unicodeScalars)
         case 5: scalars = Array((" " + text + "\t").unicodeScalars)
         case 6: scalars = Array((random.pick(["=", "+", "-", "@", "%00", "../"]) + text).unicodeScalars)
@@ -181,6 +183,16 @@ public struct JSONMutator: Sendable {
         var result = String.UnicodeScalarView()
         result.append(contentsOf: scalars)
         return String(result)
+    }
+
+    /// The largest a mutation makes a body part: past every limit of the API (2 MiB for receipts),
+    /// short of the memory of the machine. Unbounded, three repetitions of a long text in one case
+    /// asked for 45 GB.
+    public static let largestPart = 3_000_000
+
+    /// `copies`, fewer when that many copies of `bytes` would pass `largestPart`.
+    private static func bounded(_ copies: Int, of bytes: Int) -> Int {
+        max(1, min(copies, largestPart / max(bytes, 1)))
     }
 
     private static func mutatedNumber(_ literal: String, random: inout FuzzRandom) -> String {
