@@ -59,7 +59,7 @@ import Testing
         let long = FuzzJSON.keyed(["receiptData": .string(String(repeating: "\u{1F600}", count: 70_000)), "list": .array([.string("x")])])
         let mutator = JSONMutator(donors: [long])
         var largest = 0
-        for index in 0..<3_000 {
+        for index in 0..<300 {
             var random = FuzzRandom(seed: 3, case: index)
             largest = max(largest, mutator.mutate(long, random: &random).body.count)
         }
