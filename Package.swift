@@ -104,7 +104,7 @@ let package = Package(
             name: "LedgerHTTP",
             dependencies: [
                 "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "AppStore",
-                .hummingbird, .logging, .metrics, .prometheus, .postgresNIO, .crypto,
+                .hummingbird, .logging, .metrics, .prometheus, .postgresNIO, .crypto, .nioCore, .nioHTTP1,
             ],
             resources: [.copy("Resources")],
             swiftSettings: swiftSettings
@@ -196,7 +196,7 @@ let package = Package(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections",
-                "LedgerBenchmarks", .postgresNIO, .logging,
+                "LedgerBenchmarks", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioSSL,
             ],
             swiftSettings: swiftSettings
         ),

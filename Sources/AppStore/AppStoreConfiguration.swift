@@ -12,7 +12,8 @@ public struct AppStoreConfiguration: Sendable {
 
     public var productionURL: String
     public var sandboxURL: String
-    /// The time one HTTP exchange may take, connection included; past it the attempt counts as unavailable.
+    /// The time one HTTP exchange may take, from connecting to the last byte of the answer's body;
+    /// past it the attempt counts as unavailable (a timeout).
     public var timeout: Duration
     /// How 21005, retryable 21100–21199, timeouts and connection errors are retried.
     public var retry: RetryPolicy

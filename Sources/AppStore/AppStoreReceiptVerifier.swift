@@ -137,34 +137,44 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "Accept", value: "application/json")
         request.body = .bytes(body)
+        // Shown in messages (which reach API callers) without any password the URL may carry.
+        let shownURL = URLRedaction.masked(url)
         let bytes: ByteBuffer
         let httpStatus: HTTPResponseStatus
         do {
+            // AsyncHTTPClient's deadline covers connecting and the answer's head (and names what
+            // failed); the body is read within what is left of the same time.
+            let deadline = ContinuousClock.now + configuration.timeout
             let response = try await httpClient.execute(request, timeout: Self.timeAmount(configuration.timeout))
             httpStatus = response.status
-            bytes = try await response.body.collect(upTo: configuration.maximumResponseBytes)
+            bytes = try await Self.withDeadline(deadline) { [maximum = configuration.maximumResponseBytes] in
+                try await response.body.collect(upTo: maximum)
+            }
         } catch let error as CancellationError {
             throw error
         } catch let error as NIOTooManyBytesError {
             throw HTTPExchangeFailure(
-                error: .malformedResponse("the answer from \(url) is larger than \(configuration.maximumResponseBytes) bytes (\(error))"),
+                error: .malformedResponse("the answer from \(shownURL) is larger than \(configuration.maximumResponseBytes) bytes (\(error))"),
                 outcome: .malformedResponse
             )
         } catch {
+            let reason = Self.isTimeout(error)
+                ? "timed out: no whole answer within \(Int(configuration.timeout / .milliseconds(1))) ms"
+                : String(describing: error)
             throw HTTPExchangeFailure(
-                error: .unavailable("the \(environment) App Store at \(url) did not answer (\(Self.describe(error)))"),
+                error: .unavailable("the \(environment) App Store at \(shownURL) did not answer (\(reason))"),
                 outcome: Self.isTimeout(error) ? .timeout : .connectionError
             )
         }
         guard httpStatus == .ok else {
             throw HTTPExchangeFailure(
-                error: .unavailable("the \(environment) App Store at \(url) answered HTTP \(httpStatus.code)"),
+                error: .unavailable("the \(environment) App Store at \(shownURL) answered HTTP \(httpStatus.code)"),
                 outcome: .http(Int(httpStatus.code))
             )
         }
         let answer = Data(bytes.readableBytesView)
         do throws(ReceiptVerificationError) {
-            let (root, status) = try ReceiptResponseParser.root(of: answer, from: url)
+            let (root, status) = try ReceiptResponseParser.root(of: answer, from: shownURL)
             return (root, status, answer)
         } catch {
             throw HTTPExchangeFailure(error: error, outcome: .malformedResponse)
@@ -198,9 +208,25 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
         return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
     }
 
-    private static func describe(_ error: any Error) -> String {
-        if isTimeout(error) { return "timed out" }
-        return String(describing: error)
+    /// Runs `operation` (reading an answer's body) until `deadline`. AsyncHTTPClient's own
+    /// deadline ends when the answer's head arrives: a body that trickles in would otherwise hold
+    /// the exchange (and the request waiting on it) open for as long as it trickles. Past the
+    /// deadline the read is cancelled, which closes its connection, and
+    /// `HTTPClientError.deadlineExceeded` is thrown.
+    static func withDeadline<Value: Sendable>(
+        _ deadline: ContinuousClock.Instant, _ operation: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        try await withThrowingTaskGroup(of: Value?.self) { group in
+            group.addTask { try await operation() }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil
+            }
+            defer { group.cancelAll() }
+            // nil: the deadline came first, whatever part of the answer had arrived.
+            guard let first = try await group.next(), let value = first else { throw HTTPClientError.deadlineExceeded }
+            return value
+        }
     }
 
     private static func isTimeout(_ error: any Error) -> Bool {

@@ -32,7 +32,7 @@ import ServiceLifecycle
 ///   `POST …/auto-renew` `{"enabled"}`.
 /// - `GET /admin/users/{userId}/apps/{bundleId}` — transactions and a fresh app receipt.
 /// - `GET /admin/clock`; `POST /admin/clock/advance` `{"seconds"|"minutes"}`.
-/// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds"}`.
+/// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds", "trickleMilliseconds"}`.
 public struct AppStoreSimulator: Service {
     public struct Configuration: Sendable {
         public var host: String
@@ -116,7 +116,9 @@ public struct AppStoreSimulator: Service {
                 }
                 if let status = fault.status {
                     logger.debug("verifyReceipt fault injected", metadata: ["appstore.status": "\(status)"])
-                    return try Self.verifyResponse(SimulatorResponseRenderer.status(status, isRetryable: fault.isRetryable))
+                    return try Self.verifyResponse(
+                        SimulatorResponseRenderer.status(status, isRetryable: fault.isRetryable), trickle: fault.trickleMilliseconds
+                    )
                 }
                 let started = ContinuousClock.now
                 let bytes = try await request.body.collect(upTo: context.maxUploadSize)
@@ -146,7 +148,7 @@ public struct AppStoreSimulator: Service {
                         answer = SimulatorResponseRenderer.status(21003)
                     }
                 }
-                let response = try Self.verifyResponse(answer)
+                let response = try Self.verifyResponse(answer, trickle: fault.trickleMilliseconds)
                 let elapsed = ContinuousClock.now - started
                 timing?.record(receiptSHA256: AppStoreReceiptVerifier.sha256Hex(receiptData), elapsed)
                 logger.debug("verifyReceipt answered", metadata: ["appstore.status": "\(answer["status"] ?? "?")"])
@@ -155,11 +157,27 @@ public struct AppStoreSimulator: Service {
         }
     }
 
-    /// `verifyReceipt` answers every status with HTTP 200, as the real service does.
-    static func verifyResponse(_ body: [String: Any]) throws -> Response {
+    /// `verifyReceipt` answers every status with HTTP 200, as the real service does. With `trickle`
+    /// (milliseconds), the body goes out in up to 20 pieces spread over that time, after the head.
+    static func verifyResponse(_ body: [String: Any], trickle: Int = 0) throws -> Response {
         let data = try JSONSerialization.data(withJSONObject: body, options: [.withoutEscapingSlashes])
         var headers = HTTPFields()
         headers[.contentType] = "application/json"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        guard trickle > 0 else {
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        }
+        let pieces = max(1, min(20, data.count))
+        let pieceSize = (data.count + pieces - 1) / pieces
+        let pause = Duration.milliseconds(trickle) / pieces
+        return Response(status: .ok, headers: headers, body: .init(contentLength: data.count) { writer in
+            var offset = 0
+            while offset < data.count {
+                try await Task.sleep(for: pause)
+                let end = min(data.count, offset + pieceSize)
+                try await writer.write(ByteBuffer(bytes: data[offset..<end]))
+                offset = end
+            }
+            try await writer.finish(nil)
+        })
     }
 }

@@ -10,16 +10,24 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
     public var isRetryable: Bool
     /// Added to every verify call before it answers.
     public var latencyMilliseconds: Int
+    /// When not 0, every verify call sends its answer's head at once and then its body a few bytes
+    /// at a time, spread over this many milliseconds: a slow network or a stalled server, which a
+    /// client's deadline must cover to the last byte.
+    public var trickleMilliseconds: Int
 
-    public init(failNext: Int = 0, failStatus: Int = 21005, isRetryable: Bool = false, latencyMilliseconds: Int = 0) {
+    public init(
+        failNext: Int = 0, failStatus: Int = 21005, isRetryable: Bool = false, latencyMilliseconds: Int = 0,
+        trickleMilliseconds: Int = 0
+    ) {
         self.failNext = failNext
         self.failStatus = failStatus
         self.isRetryable = isRetryable
         self.latencyMilliseconds = latencyMilliseconds
+        self.trickleMilliseconds = trickleMilliseconds
     }
 
     enum CodingKeys: String, CodingKey {
-        case failNext, failStatus, isRetryable, latencyMilliseconds
+        case failNext, failStatus, isRetryable, latencyMilliseconds, trickleMilliseconds
     }
 
     /// Absent keys keep their defaults, so `{"failNext": 3}` is enough.
@@ -29,7 +37,8 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
             failNext: try container.decodeIfPresent(Int.self, forKey: .failNext) ?? 0,
             failStatus: try container.decodeIfPresent(Int.self, forKey: .failStatus) ?? 21005,
             isRetryable: try container.decodeIfPresent(Bool.self, forKey: .isRetryable) ?? false,
-            latencyMilliseconds: try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0
+            latencyMilliseconds: try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0,
+            trickleMilliseconds: try container.decodeIfPresent(Int.self, forKey: .trickleMilliseconds) ?? 0
         )
     }
 }

@@ -398,8 +398,8 @@ actor SimulatorStore {
     // MARK: Faults
 
     func setFaults(_ faults: SimulatorFaults) throws -> SimulatorFaults {
-        guard faults.failNext >= 0, faults.latencyMilliseconds >= 0, faults.latencyMilliseconds <= 60_000 else {
-            throw SimulatorError.badRequest("failNext must be 0 or more and latencyMilliseconds from 0 to 60000")
+        guard faults.failNext >= 0, (0...60_000).contains(faults.latencyMilliseconds), (0...60_000).contains(faults.trickleMilliseconds) else {
+            throw SimulatorError.badRequest("failNext must be 0 or more, latencyMilliseconds and trickleMilliseconds from 0 to 60000")
         }
         guard faults.failNext == 0 || faults.failStatus != 0 else {
             throw SimulatorError.badRequest("failStatus must be a non-zero status such as 21005")
@@ -410,13 +410,14 @@ actor SimulatorStore {
 
     var currentFaults: SimulatorFaults { faults }
 
-    /// The fault for one verify call: the status to answer instead (counting it down) and the latency.
-    func takeFault() -> (status: Int?, isRetryable: Bool, latencyMilliseconds: Int) {
+    /// The fault for one verify call: the status to answer instead (counting it down), the latency
+    /// and how slowly the body goes out.
+    func takeFault() -> (status: Int?, isRetryable: Bool, latencyMilliseconds: Int, trickleMilliseconds: Int) {
         if faults.failNext > 0 {
             faults.failNext -= 1
-            return (faults.failStatus, faults.isRetryable, faults.latencyMilliseconds)
+            return (faults.failStatus, faults.isRetryable, faults.latencyMilliseconds, faults.trickleMilliseconds)
         }
-        return (nil, false, faults.latencyMilliseconds)
+        return (nil, false, faults.latencyMilliseconds, faults.trickleMilliseconds)
     }
 
     // MARK: Internals: subscriptions

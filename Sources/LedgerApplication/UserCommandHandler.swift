@@ -13,6 +13,9 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         public let append: AppendResult?
         /// The events the final decision asked for, in the order of `append.outcomes`.
         public let events: [PendingEvent]
+        /// True when the command's key was recorded already (an earlier run of the same command):
+        /// nothing was appended now, and `append`, `state` and `value` are the earlier run's.
+        public var replayed: Bool = false
         /// The stream's state after the command: what was read plus what was appended, or, when
         /// another writer recorded some of the same facts first, the stream read again after the append.
         public let state: UserLedger
@@ -36,6 +39,12 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     /// Decides and appends, retrying on version conflicts. `decide` must be pure: it may run
     /// several times.
     ///
+    /// With a `commandKey` (a client's idempotency key), the command's first event carries it as
+    /// its deduplication key, so the append itself is the claim. When the key is recorded already
+    /// (a retry after a crash or a lost answer, or a twin that got there first), nothing is
+    /// appended and the outcome is the earlier run's: the stream as it stood after it, and the
+    /// value `decide` gives on the stream as it stood before it.
+    ///
     /// Before appending, the events' deduplication keys are looked up, and keys another user's
     /// stream holds refuse the command (a transaction belongs to the first user who posted it).
     /// A caller that has already left such transactions out (`transactionsHeldElsewhere`) passes
@@ -46,6 +55,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         user userID: String,
         metadata: [String: String] = [:],
         othersChecked: Bool = false,
+        commandKey: DeduplicationKey? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> Outcome<Value> {
         let stream = try StreamID.user(app: bundleID, user: userID)
@@ -53,13 +63,18 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         while true {
             attempt += 1
             let catalog = try await reader.catalog(app: bundleID)
+            if let commandKey, let earlier = try await store.recorded([commandKey])[commandKey] {
+                return try await replay(earlier, of: stream, catalog: catalog, decide)
+            }
             // Decisions read transactions judged with the catalog's history.
             var state = try await reader.state(of: stream, catalog: catalog)
-            let (events, value) = try decide(state, catalog)
+            var (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
             }
             if !othersChecked { try await refuseTransactionsOfOtherUsers(events, stream: stream) }
+            let keyed = commandKey.flatMap { key in events.firstIndex { $0.deduplicationKey == nil }.map { ($0, key) } }
+            if let (index, key) = keyed { events[index] = PendingEvent(events[index].event, deduplicationKey: key) }
             let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
             do {
                 let result = try await store.append(
@@ -71,6 +86,10 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 }).first {
                     // Another user recorded the same transaction between our check and our append.
                     throw CommandError.ownedByAnotherUser(position: foreign.position)
+                }
+                if let (index, _) = keyed, case .duplicate(let earlier) = result.outcomes[index] {
+                    // The same command's twin recorded it first.
+                    return try await replay(earlier, of: stream, catalog: catalog, decide)
                 }
                 var metRecordedEvents = false
                 for (pending, outcome) in zip(events, result.outcomes) {
@@ -95,6 +114,29 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                 ])
             }
         }
+    }
+
+    /// The outcome of a command recorded earlier under its key, at `earlier` (its first event).
+    private func replay<Value: Sendable>(
+        _ earlier: AppendResult.EventReference, of stream: StreamID, catalog: ProductCatalog,
+        _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
+    ) async throws -> Outcome<Value> {
+        guard earlier.streamID == stream.rawValue else { throw CommandError.commandKeyReused(position: earlier.position) }
+        let before = try await reader.state(of: stream, upToPosition: earlier.position - 1, catalog: catalog)
+        let (events, value) = try decide(before, catalog)
+        // The run's events were appended together, at consecutive versions from the first.
+        let recorded = try await store.readStream(stream, fromVersion: earlier.streamVersion, limit: max(events.count, 1))
+        let references = recorded.map {
+            AppendResult.Outcome.duplicate(of: .init(eventID: $0.eventID, position: $0.position, streamID: $0.streamID, streamVersion: $0.streamVersion))
+        }
+        let after = try await reader.state(of: stream, upToPosition: recorded.last?.position ?? earlier.position, catalog: catalog)
+        logger.debug("command recorded before under its key, answered from the log", metadata: [
+            "ledger.stream": "\(stream)", "ledger.position": "\(earlier.position)",
+        ])
+        var outcome = Outcome(append: AppendResult(streamID: stream.rawValue, outcomes: references), events: events, state: after,
+                              catalog: catalog, value: value)
+        outcome.replayed = true
+        return outcome
     }
 
     /// Defines or redefines a product in the app's catalog (an event on `catalog/<bundle id>`).
@@ -150,6 +192,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
 public struct CommandError: Error, Hashable, Sendable, CustomStringConvertible {
     public enum Code: String, Hashable, Sendable {
         case ownedByAnotherUser = "owned_by_another_user"
+        case commandKeyReused = "idempotency_key_reused"
     }
 
     public let code: Code
@@ -161,6 +204,15 @@ public struct CommandError: Error, Hashable, Sendable, CustomStringConvertible {
         CommandError(
             code: .ownedByAnotherUser,
             message: "this App Store transaction is already recorded for another user of the app; nothing was recorded",
+            position: position
+        )
+    }
+
+    /// The command's idempotency key names a command recorded for another user of the app.
+    public static func commandKeyReused(position: Int64) -> Self {
+        CommandError(
+            code: .commandKeyReused,
+            message: "this Idempotency-Key was used for a command of another user; use a new key for a new command",
             position: position
         )
     }

@@ -54,7 +54,7 @@ public struct ReplayStory: Sendable {
         }
     }
 
-    let server: DatabaseSettings
+    let server: DatabaseRoles
     let verifier: AppStoreReceiptVerifier
     let sharedSecret: String?
     let bundleId: String
@@ -63,7 +63,7 @@ public struct ReplayStory: Sendable {
 
     /// `server` is where the scratch database is created (its own database is left alone).
     public init(
-        server: DatabaseSettings, verifier: AppStoreReceiptVerifier, sharedSecret: String?, bundleId: String,
+        server: DatabaseRoles, verifier: AppStoreReceiptVerifier, sharedSecret: String?, bundleId: String,
         logger: Logger, printer: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.server = server
@@ -80,26 +80,25 @@ public struct ReplayStory: Sendable {
                                   prices: ["USD": "4.99"])
         printer("")
         printer("== Replay: a classification bug fixed in a new fold version, and the past answers fixed by a rebuild ==")
-        let scratch = "\(server.database.prefix(40))_replay_\(UInt32.random(in: 0...UInt32.max))"
+        let scratch = "\(server.runtime.database.prefix(40))_replay_\(UInt32.random(in: 0...UInt32.max))"
         printer("1. A scratch database, \(scratch), on the same server: the story swaps a projection's live version, so it never does that to the ledger's own")
-        try await LedgerDatabase.recreate(database: scratch, on: server, logger: logger)
+        let roles = try await server.recreate(database: scratch, logger: logger)
         do {
-            let result = try await LedgerDatabase.withClient(server.with(database: scratch), logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
+            let result = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
                 try await record(story, product: product, client: client)
                 return try await replay(client: client, user: story.userId)
             }
-            try await LedgerDatabase.drop(database: scratch, on: server, logger: logger)
+            try await server.drop(database: scratch, logger: logger)
             printer("   Scratch database dropped.")
             return result
         } catch {
-            try? await LedgerDatabase.drop(database: scratch, on: server, logger: logger)
+            try? await server.drop(database: scratch, logger: logger)
             throw error
         }
     }
 
     /// The story's receipts, verified again and recorded as facts, as the receipts route does.
-    private func record(_ story: StoryResult, product: Product, client: PostgresClient) async throws {
+    private func record(_ story: StoryResult, product: Product, client: DatabasePool) async throws {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger)
         try await handler.defineProduct(product, app: bundleId)
         for posted in story.receipts {
@@ -117,7 +116,7 @@ public struct ReplayStory: Sendable {
         printer("2. \(story.receipts.count) receipts of \(story.userId) verified again and recorded there as facts")
     }
 
-    private func replay(client: PostgresClient, user: String) async throws -> Result {
+    private func replay(client: DatabasePool, user: String) async throws -> Result {
         let rebuilder = ProjectionRebuilder(client: client, logger: logger)
         _ = try await rebuilder.rebuild(AuditTrailWithTheBug.self, dryRun: false)
         let before = try await rows(client)
@@ -141,7 +140,7 @@ public struct ReplayStory: Sendable {
     }
 
     /// The live audit trail (every environment), as finance reads it, in log order.
-    private func rows(_ client: PostgresClient) async throws -> [AuditLine] {
+    private func rows(_ client: DatabasePool) async throws -> [AuditLine] {
         var lines: [AuditLine] = []
         try await AuditQueries(client: client, logger: logger).forEachEvent(app: bundleId, filter: AuditFilter(environment: .all)) { row in
             lines.append(AuditLine(event: row.event.rawValue, transactionId: row.transactionId, amount: row.amount))

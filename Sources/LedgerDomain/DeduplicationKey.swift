@@ -74,5 +74,20 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         return try DeduplicationKey(rawValue: "\(key.rawValue)/\(digest)")
     }
 
+    /// The key of a client's command, from its `Idempotency-Key` (scoped to the app):
+    /// `command/<bundle id>/<key>`, or the key's `digest` (hex) when the whole would pass 512 bytes. Set
+    /// on the command's first event, it makes the append itself the claim: a command retried
+    /// after a crash, a lost answer or alongside its twin is recorded once.
+    public static func command(
+        app bundleID: String, idempotencyKey key: String, digest: (String) -> String
+    ) throws(LedgerInputError) -> DeduplicationKey {
+        guard !bundleID.isEmpty, !bundleID.contains("/") else {
+            throw .invalidDeduplicationKey("bundle id '\(bundleID)' must be non-empty and contain no '/'")
+        }
+        let plain = "command/\(bundleID)/\(key)"
+        if plain.utf8.count <= 512 { return try DeduplicationKey(rawValue: plain) }
+        return try DeduplicationKey(rawValue: "command/\(bundleID)/sha256:\(digest(key))")
+    }
+
     public var description: String { rawValue }
 }

@@ -3,6 +3,7 @@ import Hummingbird
 import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import NIOHTTP1
 
 /// The one place where what went wrong becomes an HTTP status and an error code: the domain's
 /// refusals, the command layer's, the projections', the audit queries', the App Store's and the
@@ -16,6 +17,8 @@ extension APIError {
             self = error
         case let error as DecisionError:
             self = Self.decision(error)
+        case let error as CommandError where error.code == .commandKeyReused:
+            self = .unprocessable(error.code.rawValue, error.message)
         case let error as CommandError:
             self = .conflict(error.code.rawValue, error.message, position: error.position)
         case let error as LedgerInputError:
@@ -29,12 +32,22 @@ extension APIError {
             self = Self.appStore(error)
         case let error as AccessError:
             self = Self.access(error)
+        case let error where DatabaseOutage.isOutage(error):
+            self = .databaseUnavailable(since: nil)
+        case let error as SecretError:
+            // A key the operator must fix; the log has which (LedgerAPI.verify).
+            self = APIError(.internalServerError, error.code.rawValue,
+                            "the ledger cannot use this app's App Store shared secret until its operator fixes the secret key (the ledger's log says how); nothing was recorded")
         case is StoreError:
             // The database failed or refused: not the caller's to fix. A 500 naming only the
             // request id; the log has the store's message.
             return nil
         case let error as HTTPError:
             self = Self.http(error)
+        case let error as HTTPParserError:
+            // The client broke off its request (a body cut short by it or by a timeout) or sent
+            // something that is not HTTP: the caller's, not a failure of the ledger.
+            self = APIError(.badRequest, "invalid_http", "the request could not be read (\(error.debugDescription)); nothing was recorded")
         case let error as any HTTPResponseError:
             self = APIError(error.status, "http_\(error.status.code)", error.status.reasonPhrase)
         case is CancellationError:

@@ -86,6 +86,18 @@ public struct APIError: Error, HTTPResponseError, Sendable, CustomStringConverti
         APIError(.contentTooLarge, "body_too_large", "the request body is larger than this route accepts (\(limit) bytes)")
     }
 
+    public static func bodyTimeout(_ timeout: Duration) -> Self {
+        var error = APIError(.requestTimeout, "body_timeout",
+                             "the request body did not arrive within \(Int(timeout / .milliseconds(1))) ms; nothing was recorded, send it again")
+        error.retryable = true
+        return error
+    }
+
+    /// More API requests are in flight than `limit`: answered at once, before any work.
+    public static func overloaded(limit: Int) -> Self {
+        .unavailable("overloaded", "the ledger is already answering \(limit) requests, as many as it takes at once; nothing was done, retry in a moment")
+    }
+
     public static func conflict(_ code: String, _ message: String, position: Int64? = nil) -> Self {
         var error = APIError(.conflict, code, message)
         error.position = position

@@ -41,9 +41,9 @@ public enum APIJSON {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    /// Reads the body (at most `limit` bytes) and decodes it, turning every failure into an error that names the problem.
-    static func decode<Value: Decodable>(_ type: Value.Type, from request: Request, limit: Int) async throws -> (Value, Data) {
-        let data = try await body(of: request, limit: limit)
+    /// Reads the body (at most `limit` bytes, within `timeout`) and decodes it, turning every failure into an error that names the problem.
+    static func decode<Value: Decodable>(_ type: Value.Type, from request: Request, limit: Int, timeout: Duration) async throws -> (Value, Data) {
+        let data = try await body(of: request, limit: limit, timeout: timeout)
         guard !data.isEmpty else { throw APIError.invalidJSON("the request needs a JSON object body") }
         do {
             return (try makeDecoder().decode(Value.self, from: data), data)
@@ -56,13 +56,27 @@ public enum APIJSON {
         }
     }
 
-    static func body(of request: Request, limit: Int) async throws -> Data {
+    /// The body, at most `limit` bytes, all of it within `timeout`: a client sending it slowly
+    /// holds a request (and its memory) for that long at most, however it paces its bytes.
+    static func body(of request: Request, limit: Int, timeout: Duration) async throws -> Data {
         if let length = request.headers[.contentLength].flatMap(Int.init), length > limit {
             throw APIError.bodyTooLarge(limit: limit)
         }
         do {
-            var buffer = try await request.body.collect(upTo: limit)
-            return Data(buffer.readBytes(length: buffer.readableBytes) ?? [])
+            let buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+                group.addTask { try await request.body.collect(upTo: limit) }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                // nil: the deadline came first. Cancelling the read ends the request's body stream.
+                guard let first = try await group.next(), let buffer = first else {
+                    throw APIError.bodyTimeout(timeout)
+                }
+                return buffer
+            }
+            return Data(buffer.readableBytesView)
         } catch is NIOTooManyBytesError {
             throw APIError.bodyTooLarge(limit: limit)
         }

@@ -4,8 +4,14 @@ import LedgerStore
 import Logging
 import PostgresNIO
 
-/// `GET /health`: no auth; whether the database answers, how far the log has come and how far
-/// behind each projection is. 200 when the database answers and no projection has failed, else 503.
+/// `GET /health`: no auth; whether the database answers, how far the log has come, where each
+/// projection stands, and what (if anything) holds the ledger back. Constant time however long the
+/// log (see `LedgerHealth`).
+///
+/// 200 `ok`; 503 `degraded` when a projection failed, when one is stalled (behind the log with a
+/// checkpoint that has not moved for the stall threshold), or when a transaction has held the
+/// log's followers back for longer than its threshold; `problems` says which, in words. 503
+/// `unavailable` when the database does not answer.
 public struct HealthController: Sendable {
     struct Health: Encodable {
         struct Projection: Encodable {
@@ -13,49 +19,103 @@ public struct HealthController: Sendable {
             let version: Int
             let status: String
             let position: Int64
-            let lagEvents: Int64
+            let lagPositions: Int64
             let lagSeconds: Double
+            let checkpointMovedAt: Date
+            let stalled: Bool
+            let error: String?
+            let errorPosition: Int64?
+        }
+
+        struct Transaction: Encodable {
+            let pid: Int32
+            let ageSeconds: Double?
+            let user: String?
+            let application: String?
+            let state: String?
         }
 
         let status: String
         let database: String
         let logHead: Int64?
         let projections: [Projection]
+        let followersHeldBy: Transaction?
+        let problems: [String]
         let error: String?
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
+    let thresholds: LedgerHealth.Thresholds
+    let monitor: DatabaseMonitor?
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, thresholds: LedgerHealth.Thresholds = .init(), monitor: DatabaseMonitor? = nil, logger: Logger) {
         self.client = client
+        self.thresholds = thresholds
+        self.monitor = monitor
         self.logger = logger
     }
 
     public func addRoutes(to router: Router<some RequestContext>) {
         router.get("/health") { _, _ -> Response in
-            do {
-                let head = try await PostgresEventStore(client: client, logger: logger).headPosition()
-                let projections = try await ProjectionStatus.all(client, logger: logger).filter { $0.status != .retired }
-                let failed = projections.filter { $0.status == .failed }.map(\.name)
+            if case .down(let since, let reason) = monitor?.state {
                 return try APIJSON.response(
-                    Health(
-                        status: failed.isEmpty ? "ok" : "degraded", database: "reachable", logHead: head,
-                        projections: projections.map {
-                            .init(name: $0.name, version: $0.version, status: $0.status.rawValue, position: $0.position,
-                                  lagEvents: $0.lagEvents, lagSeconds: $0.lagSeconds)
-                        },
-                        error: failed.isEmpty ? nil : "projections failed: \(failed.joined(separator: ", ")); `ledger projections status` says why"
-                    ),
-                    status: failed.isEmpty ? .ok : .serviceUnavailable
-                )
-            } catch {
-                return try APIJSON.response(
-                    Health(status: "unavailable", database: "unreachable", logHead: nil, projections: [],
-                           error: "the database does not answer; the ledger is not recording"),
+                    Health(status: "unavailable", database: "unreachable", logHead: nil, projections: [], followersHeldBy: nil, problems: [],
+                           error: "the database does not answer since \(since.formatted(.iso8601)) (\(reason)); the ledger is not recording"),
                     status: .serviceUnavailable
                 )
             }
+            let health: LedgerHealth
+            do {
+                // Answered within about a second even when the database stops answering mid-way (the
+                // pool would queue the reads until it gives up): given up on when the monitor sees
+                // the database down (it probes every second), or after 10 s of a database too slow
+                // to call healthy.
+                let read = try await withThrowingTaskGroup(of: LedgerHealth?.self) { group in
+                    group.addTask { [client, thresholds, logger] in
+                        try await LedgerHealth.read(client, thresholds: thresholds, logger: logger)
+                    }
+                    group.addTask { [monitor] in
+                        await withTaskGroup(of: Void.self) { race in
+                            if let monitor { race.addTask { await monitor.waitUntilDown() } }
+                            race.addTask { try? await Task.sleep(for: .seconds(10)) }
+                            await race.next()
+                            race.cancelAll()
+                        }
+                        return nil
+                    }
+                    defer { group.cancelAll() }
+                    return try await group.next() ?? nil
+                }
+                guard let read else { throw HealthTimeout() }
+                health = read
+            } catch {
+                return try APIJSON.response(
+                    Health(status: "unavailable", database: "unreachable", logHead: nil, projections: [], followersHeldBy: nil,
+                           problems: [], error: "the database does not answer; the ledger is not recording"),
+                    status: .serviceUnavailable
+                )
+            }
+            return try APIJSON.response(Self.body(health, thresholds: thresholds), status: health.isDegraded ? .serviceUnavailable : .ok)
         }
     }
+
+    static func body(_ health: LedgerHealth, thresholds: LedgerHealth.Thresholds) -> Health {
+        Health(
+            status: health.isDegraded ? "degraded" : "ok", database: "reachable", logHead: health.head,
+            projections: health.projections.map {
+                .init(name: $0.name, version: $0.version, status: $0.status.rawValue, position: $0.position,
+                      lagPositions: $0.lagPositions, lagSeconds: $0.lagSeconds, checkpointMovedAt: $0.checkpointMovedAt,
+                      stalled: $0.isStalled(after: thresholds.stall), error: $0.error, errorPosition: $0.errorPosition)
+            },
+            followersHeldBy: health.heldBy.map {
+                .init(pid: $0.pid, ageSeconds: $0.seconds, user: $0.user, application: $0.application, state: $0.state)
+            },
+            problems: health.problems,
+            error: nil
+        )
+    }
 }
+
+/// The database did not answer `/health`'s reads in time.
+private struct HealthTimeout: Error {}

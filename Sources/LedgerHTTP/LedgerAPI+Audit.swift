@@ -95,8 +95,12 @@ extension LedgerAPI {
     }
 
     /// With `minPosition`, waits (bounded) until the audit trail reflects the log up to it, as the user reads do.
+    /// Either way, 503 `projections_behind` when the audit trail has no live version (building or failed).
     func waitForAuditTrail(_ request: Request) async throws {
-        guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else { return }
+        guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else {
+            _ = try await reads.checkpoint(of: [.auditTrail])
+            return
+        }
         _ = try await reads.waitForProjections([.auditTrail], toReach: minimum, timeout: configuration.readWaitTimeout)
     }
 

@@ -14,11 +14,11 @@ extension LedgerAPI {
     func finish(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let transactionID = try Self.parameter("transactionId", context)
-        let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(FinishBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
-        return try await idempotent(request, context, app: app, body: raw) {
+        return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let user = try await owner(of: transactionID, app: app)
-            let outcome = try await execute(app: app, user: user, context) { state, _ in
+            let outcome = try await execute(app: app, user: user, context, commandKey: commandKey) { state, _ in
                 (try UserDecisions.finish(transactionId: transactionID, deviceId: body.deviceId, on: state), ())
             }
             struct Answer: Encodable { let position: Int64; let transactionId: String; let duplicate: Bool }
@@ -32,13 +32,13 @@ extension LedgerAPI {
     /// `POST …/failures`: a purchase the App Store did not complete.
     func recordFailure(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
-        let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(FailureBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         for (field, value) in [("userId", body.userId), ("deviceId", body.deviceId), ("productId", body.productId)] {
             try Self.validateIdentifier(value, field: field)
         }
         try Self.validateText(body.errorCode, field: "errorCode")
-        return try await idempotent(request, context, app: app, body: raw) {
-            let outcome = try await execute(app: app, user: body.userId, context) { state, _ in
+        return try await idempotent(request, context, app: app, body: raw) { commandKey in
+            let outcome = try await execute(app: app, user: body.userId, context, commandKey: commandKey) { state, _ in
                 (try UserDecisions.recordFailure(productId: body.productId, deviceId: body.deviceId, errorCode: body.errorCode,
                                                   cancelled: body.cancelled, on: state), ())
             }
@@ -51,16 +51,18 @@ extension LedgerAPI {
     func revoke(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let transactionID = try Self.parameter("transactionId", context)
-        let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateText(body.reason, field: "reason")
-        return try await idempotent(request, context, app: app, body: raw) {
+        return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let user = try await owner(of: transactionID, app: app)
             let revokedAt = body.revokedAt ?? Date()
-            let outcome = try await execute(app: app, user: user, context) { state, _ in
+            let outcome = try await execute(app: app, user: user, context, commandKey: commandKey) { state, _ in
                 (try UserDecisions.revoke(transactionId: transactionID, revokedAt: revokedAt, reason: body.reason, on: state), ())
             }
             struct Answer: Encodable { let position: Int64; let transactionId: String; let revokedAt: Date }
-            return try Reply(Answer(position: outcome.append?.position ?? 0, transactionId: transactionID, revokedAt: revokedAt))
+            // A command recorded before under its key answers with the date it recorded.
+            return try Reply(Answer(position: outcome.append?.position ?? 0, transactionId: transactionID,
+                                    revokedAt: outcome.state.transactions[transactionID]?.revokedAt ?? revokedAt))
         }
     }
 
@@ -68,11 +70,11 @@ extension LedgerAPI {
     func consume(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
-        let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, raw) = try await APIJSON.decode(ConsumptionBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateIdentifier(body.productId, field: "productId")
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
-        return try await idempotent(request, context, app: app, body: raw) {
-            let outcome = try await execute(app: app, user: user, context) { state, catalog in
+        return try await idempotent(request, context, app: app, body: raw) { commandKey in
+            let outcome = try await execute(app: app, user: user, context, commandKey: commandKey) { state, catalog in
                 guard state.version > 0 else { throw APIError.unknownUser(user) }
                 guard catalog[body.productId] != nil || state.transactionsInOrder.contains(where: { $0.productId == body.productId }) else {
                     throw APIError(.notFound, "unknown_product", "product \(body.productId) is neither in the app's catalog nor bought by this user")
@@ -93,9 +95,9 @@ extension LedgerAPI {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let user = try Self.parameter("userId", context)
         let device = try Self.parameter("deviceId", context)
-        let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes)
-        return try await idempotent(request, context, app: app, body: raw) {
-            let outcome = try await execute(app: app, user: user, context) { state, catalog in
+        let raw = try await APIJSON.body(of: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
+        return try await idempotent(request, context, app: app, body: raw) { commandKey in
+            let outcome = try await execute(app: app, user: user, context, commandKey: commandKey) { state, catalog in
                 guard state.version > 0 else { throw APIError.unknownUser(user) }
                 let (events, periods) = UserDecisions.restoreNonRenewing(toDevice: device, catalog: catalog, on: state)
                 let fresh = events.compactMap { event -> [String]? in

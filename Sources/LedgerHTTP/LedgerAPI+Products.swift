@@ -35,7 +35,7 @@ extension LedgerAPI {
     func defineProduct(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let productID = try Self.parameter("productId", context)
-        let (body, _) = try await APIJSON.decode(ProductBody.self, from: request, limit: APILimits.commandBodyBytes)
+        let (body, _) = try await APIJSON.decode(ProductBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
         guard let type = ProductType(rawValue: body.type), type != .unknown else {
             throw APIError.invalidRequest(
                 "type '\(body.type)' is not a product type: consumable, non_consumable, auto_renewable, non_renewing or free_subscription",

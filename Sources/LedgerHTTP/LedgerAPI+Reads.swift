@@ -13,7 +13,8 @@ extension LedgerAPI {
     }
 
     /// Authorizes a user read and waits for `minPosition` when asked. Returns the app, the user
-    /// and the position the projections have reached.
+    /// and the position the projections have reached; 503 `projections_behind` when one of them
+    /// has no live version.
     private func prepareRead(
         _ request: Request, _ context: LedgerRequestContext, projections: [ProjectionName]
     ) async throws -> (app: String, user: String, position: Int64) {
@@ -22,10 +23,9 @@ extension LedgerAPI {
         let position: Int64
         if let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) {
             position = try await reads.waitForProjections(projections, toReach: minimum, timeout: configuration.readWaitTimeout)
-        } else if let reached = try await reads.checkpoint(of: projections) {
-            position = reached
         } else {
-            throw ReadError.projectionsNotReady(projections)
+            // No live version (a new one still building, or a failed one): 503, never rows that miss the log.
+            position = try await reads.checkpoint(of: projections)
         }
         return (app, user, position)
     }

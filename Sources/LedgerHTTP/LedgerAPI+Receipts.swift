@@ -62,7 +62,7 @@ extension LedgerAPI {
     /// to them and listed in `notRecorded`.
     func ingestReceipt(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
-        let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes)
+        let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes, timeout: configuration.bodyReadTimeout)
         try Self.validateIdentifier(body.userId, field: "userId")
         try Self.validateIdentifier(body.deviceId, field: "deviceId")
         try Self.validatePrice(body.price, currency: body.currency)
@@ -158,7 +158,14 @@ extension LedgerAPI {
 
     /// Asks the App Store; its refusals become 422, its absence 503.
     private func verify(_ receiptData: String, app: String, context: LedgerRequestContext) async throws -> VerifiedReceipt {
-        let secret = try await registry.sharedSecret(of: app)
+        let secret: String?
+        do {
+            secret = try await registry.sharedSecret(of: app)
+        } catch let error as SecretError {
+            // The operator's to fix: the whole story goes to the log, the caller gets a 500 naming the problem.
+            context.logger.error("shared secret unreadable", metadata: ["ledger.app": "\(app)", "ledger.error": "\(error.message)"])
+            throw error
+        }
         // Refusals and outages of the App Store become API errors in APIError+Mapping.swift.
         let receipt = try await verifier.verify(
             ReceiptVerificationRequest(receiptData: receiptData, sharedSecret: secret.map(SharedSecret.init)), logger: context.logger

@@ -14,9 +14,12 @@ public struct LedgerAPI: Sendable {
     public struct Configuration: Sendable {
         /// How long a read with `minPosition` waits for the projections before answering 503.
         public var readWaitTimeout: Duration
+        /// How long a request body may take to arrive, all of it; past it, 408 and nothing recorded.
+        public var bodyReadTimeout: Duration
 
-        public init(readWaitTimeout: Duration = .seconds(5)) {
+        public init(readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30)) {
             self.readWaitTimeout = readWaitTimeout
+            self.bodyReadTimeout = bodyReadTimeout
         }
     }
 
@@ -29,16 +32,18 @@ public struct LedgerAPI: Sendable {
     let reads: UserReadModels
     let receipts: ReceiptArchive
     let verifier: any ReceiptVerifier
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
+    /// - Parameter secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
     public init(
-        client: PostgresClient, verifier: any ReceiptVerifier, configuration: Configuration = .init(), logger: Logger
+        client: DatabasePool, verifier: any ReceiptVerifier, configuration: Configuration = .init(),
+        secrets: SecretSealer? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.store = PostgresEventStore(client: client, logger: logger)
         self.handler = UserCommandHandler(store: store, logger: logger)
-        self.registry = AppRegistry(client: client, logger: logger)
+        self.registry = AppRegistry(client: client, logger: logger, secrets: secrets)
         self.access = APIAccess(registry: registry)
         self.idempotency = IdempotencyStore(client: client, logger: logger)
         self.reads = UserReadModels(client: client, logger: logger)
@@ -156,22 +161,28 @@ extension LedgerAPI {
     }
 
     /// Runs a client command under its `Idempotency-Key`, when the request has one: the same key and
-    /// body get the first answer again; another body under the key is refused (422); a retry while
-    /// the first still runs is refused (409). Answers a retry could change (5xx) are not kept.
+    /// body get the first answer again; another body under the key is refused (422).
+    ///
+    /// The key (scoped to the app) is the deduplication key of the command's first event, passed to
+    /// `run`, so the append itself is the claim: a retry after a crash between the append and the
+    /// answer, or running alongside the first, is answered from the log and appends nothing. The
+    /// kept answers only make replies byte-identical and refusals (4xx) stick; answers a retry
+    /// could change (5xx) are not kept.
     func idempotent(
         _ request: Request, _ context: LedgerRequestContext, app: String, body: Data,
-        _ run: () async throws -> Reply
+        _ run: (DeduplicationKey?) async throws -> Reply
     ) async throws -> Response {
-        guard let key = request.headers[.idempotencyKey] else { return try await run().response }
+        guard let key = request.headers[.idempotencyKey] else { return try await run(nil).response }
         guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value >= 0x21 && $0.value < 0x7F }) else {
             throw APIError.invalidRequest("Idempotency-Key must be 1 to 255 printable ASCII characters, such as a UUID", field: "Idempotency-Key")
         }
         var hasher = SHA256()
         hasher.update(data: Data("\(request.method) \(request.uri.path)\n".utf8))
         hasher.update(data: Self.canonicalJSON(body))
+        let commandKey = try DeduplicationKey.command(app: app, idempotencyKey: key) { key in
+            SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
+        }
         switch try await idempotency.claim(app: app, key: key, requestHash: Data(hasher.finalize())) {
-        case .inProgress:
-            throw APIError.conflict("idempotency_in_progress", "a request with this Idempotency-Key is still running; retry when it has answered")
         case .mismatch:
             throw APIError.unprocessable("idempotency_key_reused", "this Idempotency-Key was used with another request; use a new key for a new command")
         case .replay(let status, let body):
@@ -180,7 +191,8 @@ extension LedgerAPI {
             return reply.response
         case .claimed:
             do {
-                let reply = try await run()
+                let reply = try await run(commandKey)
+                Failpoint.afterCommandAppend.reach()
                 try await idempotency.complete(app: app, key: key, status: Int(reply.status.code), body: reply.body)
                 return reply.response
             } catch {
@@ -217,12 +229,13 @@ extension LedgerAPI {
         return try await store.readStream(StreamID.user(app: app, user: user), fromVersion: version, limit: 1).first?.position ?? 0
     }
 
-    /// Runs a command on the user's stream.
+    /// Runs a command on the user's stream; `commandKey` is the one `idempotent` passes to its commands.
     func execute<Value: Sendable>(
-        app: String, user: String, _ context: LedgerRequestContext, othersChecked: Bool = false,
+        app: String, user: String, _ context: LedgerRequestContext, othersChecked: Bool = false, commandKey: DeduplicationKey? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
-        try await handler.execute(app: app, user: user, metadata: Self.metadata(context), othersChecked: othersChecked, decide)
+        try await handler.execute(app: app, user: user, metadata: Self.metadata(context), othersChecked: othersChecked,
+                                  commandKey: commandKey, decide)
     }
 }
 

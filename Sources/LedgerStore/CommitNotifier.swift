@@ -16,7 +16,7 @@ final class CommitNotifier: Sendable {
 
     private let state = Mutex(State())
 
-    func committed(client: PostgresClient, logger: Logger) async {
+    func committed(client: DatabasePool, logger: Logger) async {
         let shouldSend = state.withLock { state -> Bool in
             state.dirty = true
             guard !state.sending else { return false }

@@ -8,6 +8,8 @@ import PostgresNIO
 /// Each event's hash is SHA-256 over the previous event's hash in its stream and the bytes of
 /// `ledger.event_content(...)` for the event. A changed row fails its own check; a changed row
 /// whose hash was recomputed fails its successor's; a removed row leaves a version gap.
+/// What the chains cannot show (a stream's last events removed, a stream removed whole, a suffix
+/// rewritten and rehashed) is found against an anchor taken earlier (`LogAnchor`), in the same pass.
 public struct HashChainVerifier: Sendable {
     /// One place where the chain does not hold.
     public struct Break: Sendable, Hashable, CustomStringConvertible {
@@ -26,21 +28,25 @@ public struct HashChainVerifier: Sendable {
         public let streamsChecked: Int
         /// The first break of each broken stream, lowest position first.
         public let breaks: [Break]
+        /// The comparison with the anchor, when one was given.
+        public let anchor: LogAnchorReport?
 
-        public var isIntact: Bool { breaks.isEmpty }
+        public var isIntact: Bool { breaks.isEmpty && anchor?.isIntact != false }
         public var firstBreak: Break? { breaks.first }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }
 
-    /// Verifies the whole log. `progress` is called every `progressEvery` events with (checked, total).
+    /// Verifies the whole log, and compares it with `anchor` when one is given. `progress` is
+    /// called every `progressEvery` events with (checked, total).
     public func verify(
+        against anchor: LogAnchor? = nil,
         progressEvery: Int = 50_000,
         progress: @Sendable (Int, Int) -> Void = { _, _ in }
     ) async throws -> Report {
@@ -64,10 +70,11 @@ public struct HashChainVerifier: Sendable {
         var previousHash = Data()
         var previousVersion: Int64 = 0
         var streamBroken = false
+        var comparison = anchor.map(LogAnchorComparison.init)
         for try await (position, stream, version, storedHash, content) in rows.decode(
             (Int64, String, Int64, Data, Data).self
         ) {
-            if stream != currentStream {
+            if currentStream.map({ !StreamHead.same($0, stream) }) ?? true {
                 currentStream = stream
                 streams += 1
                 previousHash = Data()
@@ -94,6 +101,7 @@ public struct HashChainVerifier: Sendable {
             // Carry on from the stored hash, so one altered row is reported once, not for the rest of the stream.
             previousHash = storedHash
             previousVersion = version
+            comparison?.visit(stream: stream, version: version, position: position, hash: storedHash)
             checked += 1
             if checked % progressEvery == 0 { progress(checked, total) }
         }
@@ -101,7 +109,8 @@ public struct HashChainVerifier: Sendable {
         return Report(
             eventsChecked: checked,
             streamsChecked: streams,
-            breaks: breaks.sorted { $0.position < $1.position }
+            breaks: breaks.sorted { $0.position < $1.position },
+            anchor: comparison?.finish()
         )
     }
 }

@@ -1,20 +1,26 @@
 import Foundation
 import LedgerApplication
 import Logging
+import NIOSSL
 import PostgresNIO
 
 /// Lends out a running client for a database, and creates or drops scratch databases.
 public enum LedgerDatabase {
     /// Runs `body` with a connected client; the client stops when `body` returns.
+    ///
+    /// One connection is made first, alone: a server that cannot be reached, refuses the login or
+    /// offers no TLS where the settings demand it is reported at once and in words, where the pool
+    /// would retry in silence for a minute and then report only that it gave up.
     public static func withClient<Result: Sendable>(
         _ settings: DatabaseSettings,
         maximumConnections: Int = 20,
         logger: Logger,
-        _ body: @Sendable (PostgresClient) async throws -> Result
+        _ body: @Sendable (DatabasePool) async throws -> Result
     ) async throws -> Result {
+        try await checkConnection(settings, logger: logger)
         var configuration = settings.clientConfiguration
         configuration.options.maximumConnections = maximumConnections
-        let client = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger(logger))
+        let client = DatabasePool(configuration: configuration, backgroundLogger: backgroundLogger(logger))
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 await client.run()
@@ -66,6 +72,19 @@ public enum LedgerDatabase {
         }
     }
 
+    /// Connects once with `settings` and hangs up; a failure is explained (`explain`).
+    public static func checkConnection(_ settings: DatabaseSettings, logger: Logger) async throws {
+        let connection: PostgresConnection
+        do {
+            connection = try await PostgresConnection.connect(
+                configuration: try settings.connectionConfiguration, id: 0, logger: logger
+            )
+        } catch {
+            throw explain(error, settings: settings)
+        }
+        try? await connection.close()
+    }
+
     private static func withMaintenanceConnection(
         _ settings: DatabaseSettings, logger: Logger, _ body: (PostgresConnection) async throws -> Void
     ) async throws {
@@ -95,6 +114,17 @@ public enum LedgerDatabase {
     static func explain(_ error: any Error, settings: DatabaseSettings) -> any Error {
         guard let error = error as? PSQLError else { return error }
         switch error.code {
+        case .sslUnsupported:
+            let demand = settings.tls == .prefer
+                ? "and with sslmode=prefer the ledger sends a password to a host other than loopback only over TLS"
+                : "which sslmode=\(settings.tls.rawValue) demands (without sslmode, every host but loopback gets require, so that no password crosses a network unencrypted)"
+            return StoreError.databaseUnavailable(
+                "PostgreSQL at \(settings.host):\(settings.port) does not offer TLS, \(demand): turn TLS on in the server (ssl = on), or add sslmode=disable to the URL if the network between is trusted"
+            )
+        case .connectionError where isTLSFailure(error.underlying):
+            return StoreError.databaseUnavailable(
+                "TLS with PostgreSQL at \(settings.host):\(settings.port) failed (\(error.underlying.map { "\($0)" } ?? "handshake failed")); with sslmode=verify-ca or verify-full the server's certificate must be signed by an authority of sslrootcert (else of the system), and with verify-full it must name \(settings.host)"
+            )
         case .connectionError, .serverClosedConnection, .uncleanShutdown:
             return StoreError.databaseUnavailable(
                 "cannot reach PostgreSQL at \(settings.url()): \(error.underlying.map { "\($0)" } ?? "connection failed"); check that the server runs (ledger db status) or fix LEDGER_DATABASE_URL"
@@ -110,5 +140,9 @@ public enum LedgerDatabase {
         default:
             return error
         }
+    }
+
+    private static func isTLSFailure(_ error: (any Error)?) -> Bool {
+        error is NIOSSLError || error is NIOSSLExtraError || error is BoringSSLError
     }
 }

@@ -31,10 +31,13 @@ public struct LogFollower: Sendable {
     }
 
     /// Delivers batches after `position` until the task is cancelled or `handle` throws.
-    /// `handle` sees each event once, in position order; a batch is never empty.
+    /// `handle` sees each event once, in position order; a batch is never empty. `whenCaughtUp`
+    /// runs, with the last position delivered, each time a read finds less than a full batch:
+    /// everything visible has been delivered (also when the log ends exactly on a full batch).
     public func follow(
         after position: Int64,
         stream: StreamID? = nil,
+        whenCaughtUp: (Int64) async throws -> Void = { _ in },
         _ handle: ([RecordedEvent]) async throws -> Void
     ) async throws {
         let wakeUp = WakeUp()
@@ -52,6 +55,7 @@ public struct LogFollower: Sendable {
                     checkpoint = last.position
                     if events.count == batchSize { continue }
                 }
+                try await whenCaughtUp(checkpoint)
                 await wakeUp.wait(atMost: pollInterval)
             }
         }

@@ -26,6 +26,11 @@ public struct Migrator: Sendable {
     public struct Report: Sendable {
         public let applied: [String]
         public let alreadyApplied: Int
+
+        public init(applied: [String], alreadyApplied: Int) {
+            self.applied = applied
+            self.alreadyApplied = alreadyApplied
+        }
     }
 
     public let migrations: [Migration]
@@ -56,10 +61,23 @@ public struct Migrator: Sendable {
 
     /// Brings the database up to date.
     @discardableResult
-    public func migrate(_ client: PostgresClient, logger: Logger) async throws -> Report {
+    public func migrate(_ client: DatabasePool, logger: Logger) async throws -> Report {
         try await client.withConnection { connection in
             try await migrate(connection, logger: logger)
         }
+    }
+
+    /// The migrations not applied yet, read without changing anything (any role that may read the schema).
+    public func pending(_ client: DatabasePool, logger: Logger) async throws -> [Migration] {
+        let exists = try await client.query(
+            "SELECT to_regclass('ledger.schema_migrations') IS NOT NULL", logger: logger
+        ).collect().first?.decode(Bool.self) ?? false
+        guard exists else { return migrations }
+        var applied: Set<Int> = []
+        for try await version in try await client.query("SELECT version FROM ledger.schema_migrations", logger: logger).decode(Int.self) {
+            applied.insert(version)
+        }
+        return migrations.filter { !applied.contains($0.version) }
     }
 
     public func migrate(_ connection: PostgresConnection, logger: Logger) async throws -> Report {

@@ -10,14 +10,14 @@ public struct PostgresEventStore: EventStore {
     /// The channel `ledger.append` callers notify after a commit; followers listen on it.
     public static let notificationChannel = "ledger_events"
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
     let notifier = CommitNotifier()
     let metrics = AppendMetrics()
     /// How often a racing writer is retried before the conflict is reported.
     let maximumAttempts = 8
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

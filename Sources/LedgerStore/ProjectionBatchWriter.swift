@@ -13,12 +13,12 @@ import PostgresNIO
 /// Users are read through the same reader the commands decide on, so a projection's rows are
 /// always a function of the user's stream and the app's catalog at the batch's last position.
 struct ProjectionBatchWriter: Sendable {
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let reader: UserStreamReader<PostgresEventStore>
     let logger: Logger
 
-    init(client: PostgresClient, logger: Logger) {
+    init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.reader = UserStreamReader(store: store)
@@ -89,58 +89,88 @@ struct ProjectionBatchWriter: Sendable {
         return users
     }
 
+    /// Replaces the rows of the batch's users in `table` and, with `checkpoint`, moves the
+    /// version's checkpoint from `from` to `to`, in one transaction.
+    ///
+    /// Locks in the order every writer of a projection takes them (see
+    /// `ProjectionTables.withRegistryLocked`): the version's row in `ledger.projections` first, then
+    /// its table. A switch-over holding the row makes the batch wait for it, and a batch holding the
+    /// row makes the switch wait; neither ever holds what the other holds while waiting for more.
     func write(
         _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
         checkpoint: (from: Int64, to: Int64)?
     ) async throws {
-        let table = "ledger.\(name)"
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
-                if !rows.isEmpty {
-                    try await connection.query(
+                if let checkpoint {
+                    let current = try await connection.query(
                         """
-                        DELETE FROM \(unescaped: table) t USING unnest(\(rows.map(\.0.app)), \(rows.map(\.0.user))) AS u(app, user_id)
-                        WHERE t.app = u.app AND t.user_id = u.user_id
+                        SELECT position, status FROM ledger.projections
+                        WHERE name = \(projection.name) AND version = \(projection.version) FOR UPDATE
                         """,
                         logger: logger
-                    )
-                    let lines = rows.flatMap { user, userRows in
-                        userRows.map { CopyText.line([user.app, user.user] + $0) }
-                    }
-                    if !lines.isEmpty {
-                        // copyFrom quotes the table name as one identifier, so no schema prefix:
-                        // the schema comes from search_path, for this transaction only.
-                        try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-                        try await connection.copyFrom(
-                            table: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
-                        ) { writer in
-                            var buffer = ByteBuffer()
-                            for line in lines {
-                                buffer.writeString(line)
-                                if buffer.readableBytes > 1 << 16 {
-                                    try await writer.write(buffer)
-                                    buffer.clear()
-                                }
-                            }
-                            if buffer.readableBytes > 0 { try await writer.write(buffer) }
-                        }
+                    ).collect()
+                    // Only from the checkpoint this runner read, and only while the version is
+                    // followed: a second runner cannot apply twice, nor anyone write a version that a
+                    // rebuild has replaced or that failed meanwhile.
+                    let (position, status) = try current.first?.decode((Int64, String).self) ?? (Int64(-1), "")
+                    guard position == checkpoint.from, [ProjectionState.live, .building].contains(ProjectionState(rawValue: status)) else {
+                        throw CheckpointMoved(projection: projection.tableName)
                     }
                 }
-                // Only from the checkpoint this runner read: a second runner cannot apply twice.
-                guard let checkpoint else { return }
-                let moved = try await connection.query(
+                try await replaceRows(rows, of: projection, in: name, on: connection)
+                guard let checkpoint, checkpoint.to > checkpoint.from else { return }
+                // Forward only; the database refuses anything else (0010_projection_checkpoints.sql).
+                try await connection.query(
                     """
                     UPDATE ledger.projections SET position = \(checkpoint.to), updated_at = now()
-                    WHERE name = \(projection.name) AND version = \(projection.version) AND position = \(checkpoint.from)
-                    RETURNING 1
+                    WHERE name = \(projection.name) AND version = \(projection.version) AND position < \(checkpoint.to)
                     """,
                     logger: logger
-                ).collect()
-                guard !moved.isEmpty else {
-                    // Another runner applied this batch first: roll back, re-read the checkpoint, go on.
-                    throw CheckpointMoved(projection: projection.tableName)
+                )
+            }
+        }
+    }
+
+    /// Applies events to `table` inside the caller's transaction, without a checkpoint: a
+    /// rebuild's last catch-up, done under the switch-over's locks.
+    func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String, on connection: PostgresConnection) async throws {
+        guard let last = events.last?.position else { return }
+        try await replaceRows(try await rows(for: events, projection, upTo: last), of: projection, in: table, on: connection)
+    }
+
+    /// Deletes the users' rows from `ledger.<name>` and copies their new ones in, inside the
+    /// caller's transaction.
+    private func replaceRows(
+        _ rows: [(UserKey, [[String?]])], of projection: any UserProjection.Type, in name: String, on connection: PostgresConnection
+    ) async throws {
+        guard !rows.isEmpty else { return }
+        try await connection.query(
+            """
+            DELETE FROM ledger.\(unescaped: name) t USING unnest(\(rows.map(\.0.app)), \(rows.map(\.0.user))) AS u(app, user_id)
+            WHERE t.app = u.app AND t.user_id = u.user_id
+            """,
+            logger: logger
+        )
+        let lines = rows.flatMap { user, userRows in
+            userRows.map { CopyText.line([user.app, user.user] + $0) }
+        }
+        guard !lines.isEmpty else { return }
+        // copyFrom quotes the table name as one identifier, so no schema prefix: the schema comes
+        // from search_path, for this transaction only.
+        try await connection.query("SET LOCAL search_path = ledger", logger: logger)
+        try await connection.copyRows(
+            into: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+        ) { writer in
+            var buffer = ByteBuffer()
+            for line in lines {
+                buffer.writeString(line)
+                if buffer.readableBytes > 1 << 16 {
+                    try await writer.write(buffer)
+                    buffer.clear()
                 }
             }
+            if buffer.readableBytes > 0 { try await writer.write(buffer) }
         }
     }
 }

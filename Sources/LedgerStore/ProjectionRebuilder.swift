@@ -11,8 +11,11 @@ import PostgresNIO
 ///
 /// The build folds the whole log in memory in one ordered, gap-safe pass and writes the rows with
 /// COPY; events that arrive meanwhile are applied in batches like the runner does. The switch
-/// replaces the live table and its checkpoint in one transaction: a runner working on the old
-/// table finds its checkpoint moved and continues from the new one.
+/// replaces the live table and its checkpoint in one transaction, never moving the checkpoint
+/// back (see `switchOver`): a runner working on the old table finds its checkpoint moved and
+/// continues from the new one. Killed at any point, a rebuild leaves the live version as it was
+/// (or, with several projections, some switched and the rest as they were); run again, it gives
+/// the rows an uninterrupted one gives.
 public struct ProjectionRebuilder: Sendable {
     /// Progress after each chunk of the scan.
     public struct Progress: Sendable {
@@ -48,11 +51,11 @@ public struct ProjectionRebuilder: Sendable {
         public let liveVersion: Int?
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.logger = logger
@@ -162,13 +165,10 @@ public struct ProjectionRebuilder: Sendable {
     func write(_ fold: Fold, _ projection: any UserProjection.Type, into table: String) async throws {
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
-                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
-                try await connection.query(
-                    "CREATE TABLE ledger.\(unescaped: table) (\(unescaped: ProjectionTables.columnDefinitions(projection)))", logger: logger
-                )
+                _ = try await connection.query(ProjectionTables.createTable(projection, named: table, replacing: true), logger: logger).collect()
                 try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-                try await connection.copyFrom(
-                    table: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
+                try await connection.copyRows(
+                    into: table, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
                 ) { writer in
                     var buffer = ByteBuffer()
                     for (user, state) in fold.users {
@@ -183,14 +183,9 @@ public struct ProjectionRebuilder: Sendable {
                     }
                     if buffer.readableBytes > 0 { try await writer.write(buffer) }
                 }
-                try await connection.query(
-                    "CREATE INDEX ON ledger.\(unescaped: table) (app, user_id)", logger: logger
-                )
                 // Unnamed: the table is renamed on switch-over, and the next rebuild's table takes this name.
-                for columns in projection.indexes {
-                    try await connection.query(
-                        "CREATE INDEX ON ledger.\(unescaped: table) (\(unescaped: columns.joined(separator: ", ")))", logger: logger
-                    )
+                for index in ProjectionTables.createIndexes(projection, on: table, named: false) {
+                    _ = try await connection.query(index, logger: logger).collect()
                 }
             }
         }
@@ -227,12 +222,12 @@ public struct ProjectionRebuilder: Sendable {
             let (position, events) = try await build(projection, into: table, upTo: live?.position ?? .max, progress: progress)
             do {
                 let differences = try await difference(projection, rebuilt: table, rebuiltAt: position, live: live)
-                try await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                _ = try await client.query(ProjectionTables.dropTable(table), logger: logger).collect()
                 return Report(projection: projection.name.rawValue, version: projection.version, position: differences.position,
                               events: events, seconds: Self.seconds(.now - started), differences: differences.rows,
                               liveVersion: live?.version)
             } catch {
-                _ = try? await client.query("DROP TABLE IF EXISTS ledger.\(unescaped: table)", logger: logger)
+                _ = try? await client.query(ProjectionTables.dropTable(table), logger: logger).collect()
                 throw error
             }
         }
@@ -285,35 +280,63 @@ public struct ProjectionRebuilder: Sendable {
         return LiveVersion(version: version, position: position, table: "\(projection.name.rawValue)_v\(version)")
     }
 
+    /// How long a switch-over keeps trying to get its locks (see `ProjectionTables.withRegistryLocked`):
+    /// a long query on the view delays the switch, never the readers behind it.
+    static let switchPatience = Duration.seconds(300)
+
     /// Makes the rebuilt table the live one, with its checkpoint, in one transaction.
-    private func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
-        try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
-            // Holds back the runner's checkpoint update until the switch is done.
-            let live = try await connection.query(
-                "SELECT version FROM ledger.projections WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE",
+    ///
+    /// Locks as the runner does, rows of `ledger.projections` before tables: a runner's batch in
+    /// flight finishes first, and the next waits until the switch is done (then finds its
+    /// checkpoint moved and continues from the new one). Under those locks the rebuilt rows are
+    /// brought up to the furthest checkpoint of the versions they replace, since the runner may
+    /// have applied events after the rebuild's last catch-up: the checkpoint never moves back, and
+    /// a read answered at a position is never followed by one answered below it.
+    func switchOver(_ projection: any UserProjection.Type, rebuilt table: String, at position: Int64) async throws -> Int64 {
+        let batches = ProjectionBatchWriter(client: client, logger: logger)
+        let store = store
+        let logger = logger
+        return try await ProjectionTables.withRegistryLocked(client, logger: logger, patience: Self.switchPatience) { connection in
+            let versions = try await connection.query(
+                """
+                SELECT version, position FROM ledger.projections
+                WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE
+                """,
                 logger: logger
-            ).collect().map { try $0.decode(Int.self) }
-            for version in live where version != projection.version {
+            ).collect().map { try $0.decode((Int, Int64).self) }
+            // Rolled back with the switch if it has to try again, so it starts from `position` each time.
+            var position = position
+            let furthest = versions.map(\.1).max() ?? 0
+            while position < furthest {
+                let events = try await store.readAll(after: position, stream: nil, limit: 1_000)
+                guard let last = events.last else { break }
+                try await batches.applyRows(events, to: projection, table: table, on: connection)
+                position = last.position
+            }
+            // Every checkpoint is an event's position, which a gap-safe read has returned once and
+            // returns ever after: the loop ends at or past `furthest`.
+            position = max(position, furthest)
+            for (version, _) in versions where version != projection.version {
                 try await connection.query(
                     "UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
                     logger: logger
                 )
             }
             // The view depends on the tables: it goes first and comes back on the rebuilt one.
-            try await connection.query("DROP VIEW IF EXISTS ledger.\(unescaped: projection.name.rawValue)", logger: logger)
-            for version in Set(live + [projection.version]) {
-                try await connection.query("DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger)
+            try await ProjectionTables.lockReadersOut(on: connection, logger: logger)
+            _ = try await connection.query(ProjectionTables.dropView(of: projection), logger: logger).collect()
+            for version in Set(versions.map(\.0) + [projection.version]) {
+                _ = try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger).collect()
             }
-            try await connection.query(
-                "ALTER TABLE ledger.\(unescaped: table) RENAME TO \(unescaped: projection.tableName)", logger: logger
-            )
+            _ = try await connection.query(ProjectionTables.renameTable(table, to: projection.tableName), logger: logger).collect()
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
+            // At or past the version's own checkpoint, as the database insists (0010_projection_checkpoints.sql).
             try await connection.query(
                 """
                 INSERT INTO ledger.projections (name, version, position, status) VALUES (\(projection.name), \(projection.version), \(position), \(ProjectionState.live))
-                ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position, status = \(ProjectionState.live), error = NULL,
-                    error_position = NULL, updated_at = now()
+                ON CONFLICT (name, version) DO UPDATE SET position = EXCLUDED.position,
+                    status = \(ProjectionState.live), error = NULL, error_position = NULL, updated_at = now()
                 """,
                 logger: logger
             )

@@ -1,22 +1,25 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
 import NIOCore
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// Keeps every projection's tables up to date with the log.
 ///
 /// Each projection version follows the log on its own through the gap-safe follower. For a batch
 /// of events it recomputes the rows of every user the batch touched (from the user's stream up to
 /// the batch's last position) and replaces them, and moves its checkpoint, in one transaction: a
-/// crash at any moment resumes to exactly the rows a rebuild gives. An event it cannot decode, or
-/// a fold that fails, stops that projection with the reason and the position (see
-/// `ledger.projections`); the others keep going. A new version builds beside the live one and
-/// takes over, atomically, once it has caught up.
+/// crash at any moment resumes to exactly the rows a rebuild gives. A deterministic error (an
+/// event it cannot decode, a fold that fails, rows the database refuses) stops that projection
+/// with the reason and the position (see `ledger.projections`); the others keep going, and a lost
+/// database is retried within seconds. A new version builds beside the live one and takes over,
+/// atomically, once it has caught up.
 public struct ProjectionRunner: Service {
-    let client: PostgresClient
+    let client: DatabasePool
     let store: PostgresEventStore
     let batches: ProjectionBatchWriter
     let listenConfiguration: PostgresConnection.Configuration?
@@ -28,7 +31,7 @@ public struct ProjectionRunner: Service {
     let logger: Logger
 
     public init(
-        client: PostgresClient,
+        client: DatabasePool,
         listenConfiguration: PostgresConnection.Configuration?,
         projections: [any UserProjection.Type] = Projections.all,
         batchSize: Int = 1_000,
@@ -49,6 +52,10 @@ public struct ProjectionRunner: Service {
 
     /// Follows the log for every projection until cancelled or gracefully shut down. A batch in
     /// flight at shutdown rolls back and is applied again at the next start.
+    ///
+    /// A projection that failed stops, but the runner does not: when every projection has stopped
+    /// it waits for the shutdown, since a service ending early would end the whole server, which
+    /// still records purchases and whose `/health` says what failed.
     public func run() async throws {
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -58,57 +65,110 @@ public struct ProjectionRunner: Service {
                 try await group.waitForAll()
             }
         }
+        if !Task.isCancelled { try? await gracefulShutdown() }
     }
 
-    /// Follows the log for one projection until cancelled. An unreadable event or a failing fold
-    /// stops it for good (recorded, with the position); anything else, such as a lost database
-    /// connection, is retried with backoff from the last checkpoint.
+    /// The pause after the first transient error; it doubles after each further one, up to
+    /// `longestRetryDelay`, and starts again after a batch goes through. Short, because a database
+    /// that comes back must be followed again within seconds.
+    static let firstRetryDelay = Duration.milliseconds(250)
+    static let longestRetryDelay = Duration.seconds(2)
+
+    /// The pauses before each retry, for `failures` transient errors in a row.
+    static func retryDelays(_ failures: Int) -> [Duration] {
+        var delays: [Duration] = []
+        var delay = firstRetryDelay
+        for _ in 0..<failures {
+            delays.append(delay)
+            delay = min(delay * 2, longestRetryDelay)
+        }
+        return delays
+    }
+
+    /// Follows the log for one projection until cancelled. A deterministic error (an event it
+    /// cannot read, a fold that fails, rows the database refuses) stops it for good, recorded with
+    /// the position (`ProjectionFailure.judging` says which errors are); a transient one, such as a
+    /// lost database connection, is retried from the last checkpoint after a short pause. A version
+    /// that failed before is tried once more when the runner starts: the cause may have been fixed.
     func runProjection(_ projection: any UserProjection.Type) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
         let metrics = ProjectionMetrics(projection, database: metricsDatabase)
-        var delay = Duration.milliseconds(250)
+        var delay = Self.firstRetryDelay
+        let attempts = Attempts(pool: client)
         while !Task.isCancelled {
+            attempts.begin()
             do {
-                guard let checkpoint = try await register(projection) else {
-                    logger.warning("projection stopped earlier; see `ledger projections status`")
-                    return
-                }
-                metrics.record(position: checkpoint, head: try await store.headPosition())
-                let follower = LogFollower(
-                    store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
-                    batchSize: batchSize, logger: logger
-                )
-                var position = checkpoint
-                try await follower.follow(after: checkpoint) { events in
-                    let last = try await apply(events, to: projection, after: position)
-                    position = last
-                    delay = .milliseconds(250)
-                    if events.count < batchSize {
-                        // A short batch means the follower has read everything visible: no lag.
-                        metrics.record(position: last, head: last)
-                        try await switchOverIfCaughtUp(projection, at: last)
-                    } else {
-                        // Catching up: one cheap max(position) per full batch measures the distance.
-                        metrics.record(position: last, head: try await store.headPosition())
-                    }
+                // Run apart, so that an attempt left waiting on a connection PostgreSQL dropped
+                // (see `untilAbandoned`) is given up once the pool has been renewed for a while
+                // and it has not moved since: the next attempt starts from the checkpoint.
+                try await untilAbandoned { [logger] in
+                    try await follow(projection, attempts: attempts, metrics: metrics, logger: logger)
+                } abandonWhen: {
+                    await attempts.waitUntilStranded()
                 }
                 return
             } catch where Task.isCancelled || error is CancellationError {
                 // Shutting down mid-batch: the batch's transaction did not commit; nothing failed.
                 return
-            } catch let failure as ProjectionFailure {
-                logger.error("projection stopped", metadata: [
-                    "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
-                ])
-                try? await markFailed(projection, failure)
-                return
             } catch {
+                if let failure = ProjectionFailure.judging(error, batch: attempts.batch) {
+                    logger.error("projection stopped", metadata: [
+                        "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
+                    ])
+                    metrics.recordFailed(true)
+                    await markFailed(projection, failure, logger: logger)
+                    return
+                }
+                if attempts.progressed { delay = Self.firstRetryDelay }
                 logger.warning("projection interrupted, retrying from its checkpoint", metadata: [
                     "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
                 ])
                 try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
+                delay = min(delay * 2, Self.longestRetryDelay)
+            }
+        }
+    }
+
+    /// One attempt at following the log for `projection`, from its checkpoint.
+    private func follow(
+        _ projection: any UserProjection.Type, attempts: Attempts, metrics: ProjectionMetrics, logger: Logger
+    ) async throws {
+        if !attempts.retriedEarlierFailure {
+            try await retryEarlierFailure(of: projection, logger: logger)
+            attempts.retriedEarlierFailure = true
+        }
+        let (checkpoint, state) = try await register(projection)
+        guard state == .live || state == .building else {
+            logger.warning("projection version not followed", metadata: [
+                "ledger.status": "\(state)", "ledger.hint": "see `ledger projections status`",
+            ])
+            metrics.recordFailed(state == .failed)
+            return
+        }
+        metrics.recordFailed(false)
+        metrics.record(position: checkpoint, head: try await store.headPosition())
+        attempts.beat()
+        let follower = LogFollower(
+            store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
+            batchSize: batchSize, logger: logger
+        )
+        var position = checkpoint
+        var live = state == .live
+        try await follower.follow(after: checkpoint, whenCaughtUp: { reached in
+            // Everything visible is applied: no lag, and a building version can take over.
+            metrics.record(position: reached, head: reached)
+            if !live { live = try await switchOverIfCaughtUp(projection) }
+            attempts.beat()
+        }) { events in
+            attempts.batch = events.first.map { $0.position...(events.last?.position ?? $0.position) }
+            let last = try await apply(events, to: projection, after: position)
+            attempts.batch = nil
+            position = last
+            attempts.beat(progressed: true)
+            if events.count == batchSize {
+                // Catching up: one cheap max(position) per full batch measures the distance.
+                metrics.record(position: last, head: try await store.headPosition())
             }
         }
     }
@@ -122,9 +182,13 @@ public struct ProjectionRunner: Service {
         for projection in projections { _ = try await register(projection) }
     }
 
-    /// Creates the version's table the first time and returns its checkpoint, or nil when the
-    /// version has failed (it waits for a fix and a new version, not for a restart).
-    func register(_ projection: any UserProjection.Type) async throws -> Int64? {
+    /// Creates the version's table the first time; returns its checkpoint and state.
+    ///
+    /// A new version is live at once only when no version of the projection is live and the log
+    /// is empty (a new database: its empty tables are the truth). Otherwise it is building until it
+    /// has caught up, and readers are answered 503 `projections_behind` meanwhile rather than from
+    /// a table that does not hold the log's events yet.
+    func register(_ projection: any UserProjection.Type) async throws -> (position: Int64, state: ProjectionState) {
         try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
             let existing = try await connection.query(
                 "SELECT position, status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
@@ -132,27 +196,23 @@ public struct ProjectionRunner: Service {
             ).collect()
             if let row = existing.first {
                 let (position, status) = try row.decode((Int64, String).self)
-                let state = ProjectionState(rawValue: status)
-                return state == .failed || state == .retired ? nil : position
+                guard let state = ProjectionState(rawValue: status) else {
+                    throw StoreError.integrity("ledger.projections holds status '\(status)', which this version does not know")
+                }
+                return (position, state)
             }
-            let live = try await connection.query(
-                "SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)", logger: logger
+            let answered = try await connection.query(
+                """
+                SELECT EXISTS (SELECT 1 FROM ledger.projections WHERE name = \(projection.name) AND status = \(ProjectionState.live)),
+                       EXISTS (SELECT 1 FROM ledger.events)
+                """,
+                logger: logger
             ).collect()
-            let status: ProjectionState = live.isEmpty ? .live : .building
-            // Names and types come from the compiled-in projection definitions, never from input.
-            try await connection.query(
-                "CREATE TABLE IF NOT EXISTS ledger.\(unescaped: projection.tableName) (\(unescaped: ProjectionTables.columnDefinitions(projection)))",
-                logger: logger
-            )
-            try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_user ON ledger.\(unescaped: projection.tableName) (app, user_id)",
-                logger: logger
-            )
-            for columns in projection.indexes {
-                try await connection.query(
-                    "CREATE INDEX IF NOT EXISTS \(unescaped: projection.tableName)_\(unescaped: columns.joined(separator: "_")) ON ledger.\(unescaped: projection.tableName) (\(unescaped: columns.joined(separator: ", ")))",
-                    logger: logger
-                )
+            let (anotherLive, logHasEvents) = try answered.first?.decode((Bool, Bool).self) ?? (false, false)
+            let status: ProjectionState = anotherLive || logHasEvents ? .building : .live
+            _ = try await connection.query(ProjectionTables.createTable(projection, named: projection.tableName, replacing: false), logger: logger).collect()
+            for index in ProjectionTables.createIndexes(projection, on: projection.tableName, named: true) {
+                _ = try await connection.query(index, logger: logger).collect()
             }
             try await ProjectionTables.commentColumns(projection, on: connection, logger: logger)
             try await connection.query(
@@ -162,7 +222,32 @@ public struct ProjectionRunner: Service {
             if status == .live {
                 try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             }
-            return 0
+            return (0, status)
+        }
+    }
+
+    /// A version that failed is set to building again, once per run of the runner: a restart is
+    /// how an operator says the cause is fixed (a constraint dropped, the database repaired). If
+    /// it was not, the same batch fails again and the version is failed again, with the reason.
+    private func retryEarlierFailure(of projection: any UserProjection.Type, logger: Logger) async throws {
+        let rows = try await client.query(
+            """
+            WITH failed AS (
+                SELECT name, version, error, error_position FROM ledger.projections
+                WHERE name = \(projection.name) AND version = \(projection.version) AND status = \(ProjectionState.failed)
+                FOR UPDATE
+            )
+            UPDATE ledger.projections p SET status = \(ProjectionState.building), error = NULL, error_position = NULL, updated_at = now()
+            FROM failed WHERE p.name = failed.name AND p.version = failed.version
+            RETURNING failed.error, failed.error_position
+            """,
+            logger: logger
+        ).collect()
+        for row in rows {
+            let (error, position) = try row.decode((String?, Int64?).self)
+            logger.notice("projection failed earlier; trying it again", metadata: [
+                "ledger.error": "\(error ?? "-")", "ledger.position": "\(position.map(String.init) ?? "-")",
+            ])
         }
     }
 
@@ -189,55 +274,140 @@ public struct ProjectionRunner: Service {
 
     // MARK: Status
 
-    private func switchOverIfCaughtUp(_ projection: any UserProjection.Type, at position: Int64) async throws {
+    /// Makes a building version live once it has caught up, retiring the live one (and older
+    /// versions still building or failed: the code has moved past them). Its rows and its
+    /// checkpoint must not be behind the version it replaces, or a reader who was answered at the
+    /// old checkpoint would next be answered below it: if the old version is further on (a runner
+    /// of older code still follows it), the switch waits for a later batch. A version never
+    /// replaces a newer live one. Returns whether the version is live now.
+    private func switchOverIfCaughtUp(_ projection: any UserProjection.Type) async throws -> Bool {
         try await ProjectionTables.withRegistryLocked(client, logger: logger) { connection in
-            let rows = try await connection.query(
-                "SELECT status FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
-                logger: logger
-            ).collect()
-            guard let status = try rows.first?.decode(String.self), ProjectionState(rawValue: status) == .building else { return }
-            let retired = try await connection.query(
+            // The rows first, as every writer locks them (see `ProjectionTables.withRegistryLocked`).
+            let versions = try await connection.query(
                 """
-                UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now()
-                WHERE name = \(projection.name) AND status = \(ProjectionState.live) RETURNING version
+                SELECT version, status, position FROM ledger.projections
+                WHERE name = \(projection.name) AND status = ANY(\([ProjectionState.live, .building, .failed].map(\.rawValue))) FOR UPDATE
                 """,
                 logger: logger
-            ).collect()
+            ).collect().map { row in
+                let (version, status, position) = try row.decode((Int, String, Int64).self)
+                return (version: version, state: ProjectionState(rawValue: status), position: position)
+            }
+            guard let mine = versions.first(where: { $0.version == projection.version }) else { return false }
+            guard mine.state == .building else { return mine.state == .live }
+            let live = versions.filter { $0.state == .live }
+            guard live.allSatisfy({ $0.version < mine.version && $0.position <= mine.position }) else { return false }
+            let replaced = versions.filter { $0.state == .live || $0.version < mine.version }
+            for version in replaced.map(\.version) {
+                try await connection.query(
+                    "UPDATE ledger.projections SET status = \(ProjectionState.retired), updated_at = now() WHERE name = \(projection.name) AND version = \(version)",
+                    logger: logger
+                )
+            }
             try await ProjectionTables.pointView(of: projection, on: connection, logger: logger)
             try await connection.query(
                 "UPDATE ledger.projections SET status = \(ProjectionState.live), updated_at = now() WHERE name = \(projection.name) AND version = \(projection.version)",
                 logger: logger
             )
-            for row in retired {
-                let version = try row.decode(Int.self)
-                try await connection.query(
-                    "DROP TABLE IF EXISTS ledger.\(unescaped: projection.name.rawValue)_v\(unescaped: String(version))", logger: logger
-                )
+            for version in replaced.map(\.version) {
+                _ = try await connection.query(ProjectionTables.dropTable("\(projection.name.rawValue)_v\(version)"), logger: logger).collect()
             }
-            logger.info("projection version live", metadata: ["ledger.position": "\(position)"])
+            logger.info("projection version live", metadata: ["ledger.position": "\(mine.position)"])
+            return true
         }
     }
 
-    private func markFailed(_ projection: any UserProjection.Type, _ failure: ProjectionFailure) async throws {
-        try await client.query(
-            """
-            UPDATE ledger.projections SET status = \(ProjectionState.failed), error = \(failure.message), error_position = \(failure.position), updated_at = now()
-            WHERE name = \(projection.name) AND version = \(projection.version)
-            """,
-            logger: logger
-        )
+    /// Records the failure, unless the version was retired or rebuilt meanwhile. Retried until it
+    /// is recorded (or the runner stops): a failure nobody can see would only show as a stall.
+    private func markFailed(_ projection: any UserProjection.Type, _ failure: ProjectionFailure, logger: Logger) async {
+        var delay = Self.firstRetryDelay
+        while !Task.isCancelled {
+            do {
+                try await client.query(
+                    """
+                    UPDATE ledger.projections SET status = \(ProjectionState.failed), error = \(failure.message),
+                        error_position = \(failure.position), updated_at = now()
+                    WHERE name = \(projection.name) AND version = \(projection.version)
+                      AND status = ANY(\([ProjectionState.live, .building].map(\.rawValue)))
+                    """,
+                    logger: logger
+                )
+                return
+            } catch {
+                logger.warning("projection failure not recorded yet, retrying", metadata: [
+                    "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
+                ])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, Self.longestRetryDelay)
+            }
+        }
     }
 }
 
-/// Why a projection stopped, and at which position.
-struct ProjectionFailure: Error, CustomStringConvertible {
-    let message: String
-    let position: Int64?
-    var description: String { message }
-}
+/// What one projection's attempts share with the loop that starts them: the batch in flight (for
+/// a failure's record), whether anything was applied, and when the attempt last moved, by the
+/// pool's renewals (`DatabasePool.renew`).
+final class Attempts: Sendable {
+    /// How long after a renewal of the pool an attempt that has not moved since is given up.
+    static let strandedAfter = Duration.seconds(2)
 
-/// Another runner moved the checkpoint; retried from the new one, not a failure.
-struct CheckpointMoved: Error, CustomStringConvertible {
-    let projection: String
-    var description: String { "another runner moved the checkpoint of \(projection); continuing from its position" }
+    private struct State {
+        var batch: ClosedRange<Int64>?
+        var progressed = false
+        var retriedEarlierFailure = false
+        var beatAtRenewal = 0
+    }
+
+    private let pool: DatabasePool
+    private let state = Mutex(State())
+
+    init(pool: DatabasePool) {
+        self.pool = pool
+    }
+
+    var batch: ClosedRange<Int64>? {
+        get { state.withLock { $0.batch } }
+        set { state.withLock { $0.batch = newValue } }
+    }
+
+    var progressed: Bool { state.withLock { $0.progressed } }
+
+    var retriedEarlierFailure: Bool {
+        get { state.withLock { $0.retriedEarlierFailure } }
+        set { state.withLock { $0.retriedEarlierFailure = newValue } }
+    }
+
+    func begin() {
+        let renewals = pool.renewal.count
+        state.withLock {
+            $0.batch = nil
+            $0.progressed = false
+            $0.beatAtRenewal = renewals
+        }
+    }
+
+    /// The attempt is moving (a batch applied, or the log read to its end).
+    func beat(progressed: Bool = false) {
+        let renewals = pool.renewal.count
+        state.withLock {
+            $0.beatAtRenewal = renewals
+            if progressed { $0.progressed = true }
+        }
+    }
+
+    /// Returns an error once the pool has been renewed and `strandedAfter` has passed without the
+    /// attempt moving; nil when cancelled.
+    func waitUntilStranded() async -> (any Error)? {
+        while !Task.isCancelled {
+            let renewal = pool.renewal
+            let beat = state.withLock { $0.beatAtRenewal }
+            if renewal.count > beat, let at = renewal.at, at.duration(to: .now) > Self.strandedAfter {
+                return StoreError.databaseUnavailable(
+                    "the attempt waited on a connection lost in an outage; the connection pool was renewed \(at.duration(to: .now)) ago"
+                )
+            }
+            try? await Task.sleep(for: .milliseconds(500))
+        }
+        return nil
+    }
 }

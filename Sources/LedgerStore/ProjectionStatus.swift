@@ -5,52 +5,89 @@ import PostgresNIO
 
 /// Where a projection version is in its life, as `ledger.projections.status` stores it.
 public enum ProjectionState: String, Sendable, Hashable, CaseIterable, Codable {
-    /// Catching up with the log beside the live version; readers do not see it yet.
+    /// Catching up with the log (beside the live version, if there is one); readers do not see it yet.
     case building
     /// What readers see: the view `ledger.<name>` points at its table.
     case live
     /// Stopped at an event it could not apply; `error` and `error_position` say which and why.
+    /// Tried again when the runner restarts, or replaced by a rebuild.
     case failed
     /// Replaced by a newer version; its table is dropped.
     case retired
 }
 
-/// What `ledger projections status` shows for one projection version.
+/// What `ledger projections status` and `/health` show for one projection version.
+///
+/// Read in constant time however long the log: the head is the largest position (one step down
+/// the primary key's index), the lag is the head minus the checkpoint, and how long the
+/// projection has been behind comes from when its checkpoint last moved (kept by the database,
+/// see `0010_projection_checkpoints.sql`) and when the first event past it was recorded (the next
+/// entry of the same index). Nothing counts events.
 public struct ProjectionStatus: Sendable, Hashable {
     public let name: String
     public let version: Int
     public let status: ProjectionState
+    /// The checkpoint: every event up to it is reflected in the version's table.
     public let position: Int64
-    /// Events in the log after the checkpoint.
-    public let lagEvents: Int64
-    /// Age of the oldest event not yet applied, in seconds (0 when caught up).
-    public let lagSeconds: Double
+    /// The log's head when this was read.
+    public let head: Int64
+    /// When the checkpoint last moved forward (or the version was registered).
+    public let checkpointMovedAt: Date
+    /// Seconds since the checkpoint last moved.
+    let secondsSinceMoved: Double
+    /// Age of the first event past the checkpoint, in seconds; nil when there is none.
+    let pendingSeconds: Double?
     public let error: String?
     public let errorPosition: Int64?
 
+    /// Positions between the checkpoint and the head: 0 when caught up, otherwise an upper bound on
+    /// the events not applied yet (an aborted append leaves its positions unused).
+    public var lagPositions: Int64 { max(0, head - position) }
+
+    /// How long the projection has been behind without its checkpoint moving, in seconds: 0 when
+    /// caught up. It is the shorter of the time since the checkpoint last moved and the age of the
+    /// first event not applied, so a projection working through a backlog (its checkpoint moving)
+    /// and one that just received an event after a quiet hour (its first pending event new) both
+    /// read as small.
+    public var lagSeconds: Double {
+        guard lagPositions > 0 else { return 0 }
+        return min(secondsSinceMoved, pendingSeconds ?? secondsSinceMoved)
+    }
+
+    /// Behind the head with a checkpoint that has not moved for longer than `threshold`: stuck on a
+    /// batch, retrying a lost database, or held back by a long transaction. Failed and retired
+    /// versions are not followed, so they are never stalled.
+    public func isStalled(after threshold: Duration) -> Bool {
+        (status == .live || status == .building) && lagSeconds > ProjectionRebuilder.seconds(threshold)
+    }
+
+    /// The status query: one row per version, in constant time (see the type's comment).
+    static let query: PostgresQuery = """
+        SELECT p.name, p.version, p.status, p.position, h.head, p.checkpoint_moved_at,
+               extract(epoch FROM clock_timestamp() - p.checkpoint_moved_at)::float8,
+               extract(epoch FROM clock_timestamp() - (
+                   SELECT e.recorded_at FROM ledger.events e WHERE e.position > p.position ORDER BY e.position LIMIT 1
+               ))::float8,
+               p.error, p.error_position
+        FROM ledger.projections p
+        CROSS JOIN (SELECT coalesce(max(e.position), 0) AS head FROM ledger.events e) h
+        ORDER BY p.name, (p.status = 'live') DESC, p.version DESC
+        """
+
     /// Every projection version the database knows, live ones first.
-    public static func all(_ client: PostgresClient, logger: Logger) async throws -> [ProjectionStatus] {
-        let rows = try await client.query(
-            """
-            SELECT p.name, p.version, p.status, p.position,
-                   (SELECT count(*) FROM ledger.events e WHERE e.position > p.position),
-                   coalesce(extract(epoch FROM now() - (SELECT min(e.recorded_at) FROM ledger.events e WHERE e.position > p.position))::float8, 0),
-                   p.error, p.error_position
-            FROM ledger.projections p
-            ORDER BY p.name, (p.status = \(ProjectionState.live)) DESC, p.version DESC
-            """,
-            logger: logger
-        )
+    public static func all(_ client: DatabasePool, logger: Logger) async throws -> [ProjectionStatus] {
+        let rows = try await client.query(query, logger: logger)
         var result: [ProjectionStatus] = []
-        for try await (name, version, status, position, lag, seconds, error, errorPosition) in rows.decode(
-            (String, Int, String, Int64, Int64, Double, String?, Int64?).self
+        for try await (name, version, status, position, head, movedAt, sinceMoved, pending, error, errorPosition) in rows.decode(
+            (String, Int, String, Int64, Int64, Date, Double, Double?, String?, Int64?).self
         ) {
             guard let state = ProjectionState(rawValue: status) else {
                 throw StoreError.integrity("ledger.projections holds status '\(status)', which this version does not know")
             }
             result.append(ProjectionStatus(
-                name: name, version: version, status: state, position: position, lagEvents: lag,
-                lagSeconds: seconds, error: error, errorPosition: errorPosition
+                name: name, version: version, status: state, position: position, head: head, checkpointMovedAt: movedAt,
+                secondsSinceMoved: max(0, sinceMoved), pendingSeconds: pending.map { max(0, $0) }, error: error,
+                errorPosition: errorPosition
             ))
         }
         return result

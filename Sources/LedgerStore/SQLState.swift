@@ -13,6 +13,11 @@ public enum SQLState: String, Sendable, Hashable {
     case undefinedColumn = "42703"
     case undefinedTable = "42P01"
     case duplicateDatabase = "42P04"
+    case duplicateObject = "42710"
+    /// Raised by migration 0007 when the roles it grants to are missing or wrong.
+    case rolesNotPrepared = "LW005"
+    /// Raised by the projection functions of migration 0007 for a name that is not a projection's.
+    case notAProjection = "LW006"
     case invalidPassword = "28P01"
     case invalidAuthorizationSpecification = "28000"
     case invalidCatalogName = "3D000"

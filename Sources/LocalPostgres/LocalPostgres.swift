@@ -48,12 +48,19 @@ public struct LocalPostgres: Sendable {
     }
 
     public static let databaseName = "ledger"
+    /// The role `ledger serve` logs in as: a member of `runtimeGroup`, owner of nothing.
     public static let roleName = "ledger"
+    /// The role that owns the database and its schema, and migrates.
+    public static let ownerRoleName = "ledger_owner"
+    /// What migration 0007 grants the server's rights to.
+    public static let runtimeGroup = "ledger_runtime"
 
     public let home: URL
     let durability: Durability
     let serverUser: String?
     let binDirectory: URL?
+    /// A port asked for (`LEDGER_POSTGRES_PORT`): kept, never moved when it is taken.
+    let fixedPort: Int?
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment, durability: Durability = .durable) {
         let home = environment["LEDGER_HOME"].map { URL(fileURLWithPath: $0) }
@@ -62,13 +69,17 @@ public struct LocalPostgres: Sendable {
         self.durability = durability
         self.serverUser = getuid() == 0 ? (environment["LEDGER_POSTGRES_USER"] ?? "postgres") : nil
         self.binDirectory = environment["LEDGER_POSTGRES_BIN"].map { URL(fileURLWithPath: $0) }
+        self.fixedPort = environment["LEDGER_POSTGRES_PORT"].flatMap(Int.init)
     }
 
     var root: URL { home.appendingPathComponent("postgres") }
     var dataDirectory: URL { root.appendingPathComponent("data") }
-    var stateFile: URL { home.appendingPathComponent("postgres.json") }
+    /// The port and the generated passwords (mode 0600).
+    public var stateFile: URL { home.appendingPathComponent("postgres.json") }
     var logFile: URL { root.appendingPathComponent("server.log") }
     var lockFile: URL { home.appendingPathComponent("postgres.lock") }
+    /// The key that seals shared secrets when no `LEDGER_SECRET_KEY(_FILE)` is set (mode 0600).
+    public var secretKeyFile: URL { home.appendingPathComponent("secret.key") }
 
     // MARK: Commands
 
@@ -78,12 +89,18 @@ public struct LocalPostgres: Sendable {
         let state = try withLock { () throws -> State in
             let bin = try postgresBinDirectory()
             var state = try loadState() ?? State.generate()
+            if let fixedPort { state.port = fixedPort }
+            if state.ownerPassword == nil { state.ownerPassword = State.randomHex() }
             if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 logger.info("creating the local PostgreSQL cluster", metadata: ["ledger.data": "\(dataDirectory.path)"])
                 try initialize(bin: bin, state: state)
             }
             if try !isRunning(bin: bin) {
                 if !Self.isPortFree(state.port) {
+                    // Another program took the port while the server was stopped.
+                    guard fixedPort == nil else {
+                        throw StoreError.localServer("port \(state.port) (LEDGER_POSTGRES_PORT) on 127.0.0.1 is taken by another program")
+                    }
                     state.port = try Self.findFreePort()
                 }
                 try saveState(state)
@@ -102,12 +119,21 @@ public struct LocalPostgres: Sendable {
         return state.applicationSettings
     }
 
-    /// Stops the server if it runs (fast shutdown: open sessions are ended, committed data is safe).
-    public func stop() throws {
+    /// How `stop` ends the server's sessions.
+    public enum StopMode: String, Sendable {
+        /// Open sessions are ended and a checkpoint is written: what `ledger db stop` does.
+        case fast
+        /// As if the server crashed: no checkpoint, recovery from the WAL on the next start (what
+        /// the fault tests do to it). Committed data is safe when the cluster flushes to disk.
+        case immediate
+    }
+
+    /// Stops the server if it runs.
+    public func stop(mode: StopMode = .fast) throws {
         try withLock {
             let bin = try postgresBinDirectory()
             guard try isRunning(bin: bin) else { return }
-            try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"],
+            try run(bin.appendingPathComponent("pg_ctl"), ["-D", dataDirectory.path, "-m", mode.rawValue, "-w", "stop"],
                     asServerUser: true, what: "stopping PostgreSQL")
         }
     }
@@ -128,6 +154,11 @@ public struct LocalPostgres: Sendable {
         try loadState()?.applicationSettings
     }
 
+    /// The owner's settings (migrations, scratch databases), as `start` leaves them (without starting).
+    public func ownerSettings() throws -> DatabaseSettings? {
+        try loadState()?.ownerSettings
+    }
+
     /// Superuser settings, for tests and maintenance that must create databases or roles.
     public func administratorSettings() throws -> DatabaseSettings? {
         try loadState()?.administratorSettings
@@ -139,7 +170,8 @@ public struct LocalPostgres: Sendable {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: dataDirectory)
         let passwordFile = root.appendingPathComponent("initdb.pw")
-        try Data((state.superuserPassword + "\n").utf8).write(to: passwordFile, options: .atomic)
+        // Mode 0600 from its creation; owned by the server user, who runs initdb, when we are root.
+        try PrivateFile.write(Data((state.superuserPassword + "\n").utf8), to: passwordFile, owner: serverAccount())
         defer { try? FileManager.default.removeItem(at: passwordFile) }
         try handToServerUser(root)
         try run(bin.appendingPathComponent("initdb"), [
@@ -164,35 +196,68 @@ public struct LocalPostgres: Sendable {
         try handle.write(contentsOf: Data(settings.utf8))
     }
 
-    /// Creates the ledger's login role and database on first start.
+    /// Creates the ledger's roles and database on first start, and brings a cluster made by an
+    /// older ledger (one role that owned everything) to the two roles: the owner keeps every object,
+    /// the server's role keeps only what migration 0007 grants it.
     private func bootstrap(state: State, logger: Logger) async throws {
         let admin = state.administratorSettings.with(database: "postgres")
-        let connection = try await PostgresConnection.connect(
-            configuration: admin.connectionConfiguration, id: 1, logger: logger
-        )
-        do {
-            let roleExists = try await connection.query(
-                "SELECT 1 FROM pg_roles WHERE rolname = \(Self.roleName)", logger: logger
-            ).collect().isEmpty == false
-            if !roleExists {
-                // Identifiers and the generated hex password cannot be bound; both are fixed or hex.
-                try await connection.query(
-                    "CREATE ROLE \(unescaped: Self.roleName) LOGIN CREATEDB PASSWORD '\(unescaped: state.applicationPassword)'",
-                    logger: logger
-                )
+        try await Self.withConnection(admin, logger: logger) { connection in
+            func exists(_ role: String) async throws -> Bool {
+                try await !connection.query("SELECT 1 FROM pg_roles WHERE rolname = \(role)", logger: logger).collect().isEmpty
             }
-            let databaseExists = try await connection.query(
-                "SELECT 1 FROM pg_database WHERE datname = \(Self.databaseName)", logger: logger
-            ).collect().isEmpty == false
-            if !databaseExists {
+            // Identifiers and the generated hex passwords cannot be bound; both are fixed or hex.
+            // A role another process creates first is as good as ours.
+            func create(_ role: String, _ options: String) async throws {
+                guard try await !exists(role) else { return }
+                do {
+                    try await connection.query("CREATE ROLE \(unescaped: role) \(unescaped: options)", logger: logger)
+                } catch let error as PSQLError where error.ledgerSQLState == .duplicateObject || error.ledgerSQLState == .uniqueViolation {}
+            }
+            try await create(Self.ownerRoleName, "LOGIN CREATEDB PASSWORD '\(state.ownerPassword ?? "")'")
+            try await create(Self.runtimeGroup, "NOLOGIN")
+            try await create(Self.roleName, "LOGIN PASSWORD '\(state.applicationPassword)'")
+            try await connection.query("ALTER ROLE \(unescaped: Self.roleName) NOCREATEDB", logger: logger)
+            try await connection.query("GRANT \(unescaped: Self.runtimeGroup) TO \(unescaped: Self.roleName)", logger: logger)
+            // The followers' horizon (ledger.follow_horizon) passes over transactions of other
+            // databases only when it can see them in pg_stat_activity; without this, any other
+            // role's transaction on the server would hold every projection of the ledger back.
+            try await connection.query("GRANT pg_read_all_stats TO \(unescaped: Self.runtimeGroup)", logger: logger)
+            // Also sent by the ledger's own connections (DatabaseSettings.runtimeTimeouts); set on the
+            // role, they hold for any other client that logs in as it.
+            for (name, value) in DatabaseSettings.runtimeTimeouts.sorted(by: { $0.key < $1.key }) {
+                try await connection.query("ALTER ROLE \(unescaped: Self.roleName) SET \(unescaped: name) = '\(unescaped: value)'", logger: logger)
+            }
+            let owner = try await connection.query(
+                "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = \(Self.databaseName)", logger: logger
+            ).collect().first?.decode(String.self)
+            switch owner {
+            case nil:
                 do {
                     try await connection.query(
-                        "CREATE DATABASE \(unescaped: Self.databaseName) OWNER \(unescaped: Self.roleName)", logger: logger
+                        "CREATE DATABASE \(unescaped: Self.databaseName) OWNER \(unescaped: Self.ownerRoleName)", logger: logger
                     )
                 } catch let error as PSQLError where error.ledgerSQLState == .duplicateDatabase {
                     // Another process created it first.
                 }
+            case Self.roleName?:
+                logger.notice("moving the ledger's database to its owner role: the server's role will own nothing", metadata: [
+                    "ledger.owner": "\(Self.ownerRoleName)", "ledger.runtime_role": "\(Self.roleName)",
+                ])
+                try await Self.withConnection(state.administratorSettings.with(database: Self.databaseName), logger: logger) { database in
+                    try await database.query("REASSIGN OWNED BY \(unescaped: Self.roleName) TO \(unescaped: Self.ownerRoleName)", logger: logger)
+                }
+            default:
+                break
             }
+        }
+    }
+
+    private static func withConnection(
+        _ settings: DatabaseSettings, logger: Logger, _ body: (PostgresConnection) async throws -> Void
+    ) async throws {
+        let connection = try await PostgresConnection.connect(configuration: try settings.connectionConfiguration, id: 1, logger: logger)
+        do {
+            try await body(connection)
             try await connection.close()
         } catch {
             try? await connection.close()
@@ -267,16 +332,21 @@ public struct LocalPostgres: Sendable {
         return exitCode
     }
 
-    /// Gives the cluster's folder to the unprivileged server user when we run as root.
-    private func handToServerUser(_ folder: URL) throws {
-        guard let user = serverUser else { return }
+    /// The unprivileged account the server runs as when we run as root; nil otherwise.
+    private func serverAccount() throws -> PrivateFile.Owner? {
+        guard let user = serverUser else { return nil }
         guard let account = getpwnam(user) else {
             throw StoreError.localServer(
                 "running as root, PostgreSQL must run as an unprivileged user, but user '\(user)' does not exist: create it or set LEDGER_POSTGRES_USER"
             )
         }
-        let uid = account.pointee.pw_uid
-        let gid = account.pointee.pw_gid
+        return PrivateFile.Owner(uid: account.pointee.pw_uid, gid: account.pointee.pw_gid)
+    }
+
+    /// Gives the cluster's folder to the unprivileged server user when we run as root.
+    private func handToServerUser(_ folder: URL) throws {
+        guard let user = serverUser, let account = try serverAccount() else { return }
+        let (uid, gid) = (account.uid, account.gid)
         guard chown(folder.path, uid, gid) == 0 else {
             throw StoreError.localServer("could not give \(folder.path) to user '\(user)' (errno \(errno))")
         }
@@ -319,18 +389,28 @@ public struct LocalPostgres: Sendable {
         var port: Int
         var superuserPassword: String
         var applicationPassword: String
+        /// Absent in state files of ledgers before the role split; generated on their next start.
+        var ownerPassword: String?
 
         static func generate() throws -> State {
-            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex())
+            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex(),
+                  ownerPassword: randomHex())
         }
 
-        private static func randomHex() -> String {
+        static func randomHex() -> String {
             SymmetricKey(size: .bits128).withUnsafeBytes { Data($0) }.map { String(format: "%02x", $0) }.joined()
         }
 
         var applicationSettings: DatabaseSettings {
-            DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.roleName,
-                             password: applicationPassword, database: LocalPostgres.databaseName, tls: .disable)
+            var settings = DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.roleName,
+                                            password: applicationPassword, database: LocalPostgres.databaseName, tls: .disable)
+            settings.sessionSettings = DatabaseSettings.runtimeTimeouts
+            return settings
+        }
+
+        var ownerSettings: DatabaseSettings {
+            DatabaseSettings(host: "127.0.0.1", port: port, username: LocalPostgres.ownerRoleName,
+                             password: ownerPassword, database: LocalPostgres.databaseName, tls: .disable)
         }
 
         var administratorSettings: DatabaseSettings {
@@ -352,8 +432,8 @@ public struct LocalPostgres: Sendable {
         try FileManager.default.createDirectory(at: home, withIntermediateDirectories: true)
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(state).write(to: stateFile, options: .atomic)
-        chmod(stateFile.path, 0o600)
+        // It holds both passwords: mode 0600 from its creation, never written in place.
+        try PrivateFile.write(try encoder.encode(state), to: stateFile)
     }
 
     /// Serialises cluster management between processes (tests start it from many at once).
@@ -373,6 +453,10 @@ public struct LocalPostgres: Sendable {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
+        // As PostgreSQL binds: a port whose last connections are still in TIME_WAIT (a server
+        // just stopped) is free to listen on again.
+        var reuse: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

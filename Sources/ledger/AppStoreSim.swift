@@ -63,7 +63,8 @@ struct AppStoreSim: AsyncParsableCommand {
                        {"minutes": 5} or {"seconds": 300}
               PUT    /admin/faults
                        {"failNext": 3, "failStatus": 21005,
-                        "isRetryable": false, "latencyMilliseconds": 0}
+                        "isRetryable": false, "latencyMilliseconds": 0,
+                        "trickleMilliseconds": 0}  (body sent slowly over that time)
               GET    /admin/faults
               DELETE /admin/faults
               POST   /production/verifyReceipt, /sandbox/verifyReceipt

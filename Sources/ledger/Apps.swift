@@ -15,8 +15,10 @@ struct Apps: AsyncParsableCommand {
             abstract: "Register an app (or set its shared secret).",
             discussion: """
                 The shared secret (App Store Connect, for receipts with auto-renewable subscriptions) is stored
-                for receipt validation; it is never logged, printed or returned by the API. Running this again
-                with another secret replaces it. Prefer --shared-secret-env over the flag on shared machines.
+                sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE (with the
+                managed PostgreSQL and neither set, .ledger/secret.key, made on first use); it is never logged,
+                printed or returned by the API. Running this again with another secret replaces it. Prefer
+                --shared-secret-env over the flag on shared machines: a flag shows in the process list.
                 """
         )
         @OptionGroup var options: GlobalOptions
@@ -39,11 +41,21 @@ struct Apps: AsyncParsableCommand {
                 }
                 secret = value
             }
-            let settings = try await options.databaseSettings(logger: logger)
+            let secrets = try options.secretSealer()
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let (bundleId, finalSecret) = (bundleId, secret)
-            let created = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await AppRegistry(client: client, logger: logger).addApp(bundleId, sharedSecret: finalSecret)
+            let created: Bool
+            do {
+                created = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                    let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
+                    try await registry.sealPlaintextSecrets()
+                    return try await registry.addApp(bundleId, sharedSecret: finalSecret)
+                }
+            } catch let error as SecretError {
+                throw CommandFailure(message: error.message)
+            } catch let error as AccessError {
+                throw CommandFailure(message: error.message)
             }
             Output.line(created ? "registered \(bundleId)\(finalSecret == nil ? " (no shared secret)" : " with its shared secret")"
                                 : "\(bundleId) was registered; \(finalSecret == nil ? "nothing changed" : "shared secret replaced")")
@@ -57,15 +69,25 @@ struct Apps: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
-            let apps = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await AppRegistry(client: client, logger: logger).apps()
+            let secrets = try options.secretSealer()
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
+            let (apps, unreadable) = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
+                try await registry.sealPlaintextSecrets()
+                return (try await registry.apps(), try await registry.unreadableSecrets())
             }
             guard !apps.isEmpty else { return Output.line("no apps registered; `ledger apps add BUNDLE_ID` registers one") }
+            let unreadableApps = Set(unreadable.map(\.app))
             Output.line("bundle id\tshared secret\tactive keys\tregistered")
             for app in apps {
-                Output.line("\(app.bundleId)\t\(app.hasSharedSecret ? "set" : "none")\t\(app.activeKeys)\t\(app.createdAt.formatted(.iso8601))")
+                let secret = !app.hasSharedSecret ? "none"
+                    : !app.sharedSecretSealed ? "set (not sealed: no key configured)"
+                    : unreadableApps.contains(app.bundleId) ? "set (sealed, does not open with the configured key)"
+                    : "set (sealed)"
+                Output.line("\(app.bundleId)\t\(secret)\t\(app.activeKeys)\t\(app.createdAt.formatted(.iso8601))")
             }
+            for (_, error) in unreadable { Output.error(error.message) }
         }
     }
 }
@@ -99,13 +121,13 @@ struct Keys: AsyncParsableCommand {
             let logger = try options.makeLogger()
             let scopes: Set<APIScope>
             do { scopes = try APIScope.parse(scope.split(separator: ",").map(String.init)) } catch { throw CommandFailure(message: error.message) }
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let (app, name) = (app, name)
             let issued: IssuedAPIKey
             do {
-                issued = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                    try await Migrator.bundled().migrate(client, logger: logger)
-                    return try await AppRegistry(client: client, logger: logger).createKey(app: app, scopes: scopes, name: name)
+                issued = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                    try await AppRegistry(client: client, logger: logger).createKey(app: app, scopes: scopes, name: name)
                 }
             } catch let error as AccessError {
                 throw CommandFailure(message: error.message)

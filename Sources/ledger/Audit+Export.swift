@@ -124,7 +124,7 @@ extension Audit {
 extension Audit {
     /// Refuses an app that is neither registered nor in the audit trail: most likely a typo in
     /// --app, which would otherwise give an empty report that looks like a quiet period.
-    static func requireKnownApp(_ app: String, client: PostgresClient, logger: Logger) async throws {
+    static func requireKnownApp(_ app: String, client: DatabasePool, logger: Logger) async throws {
         let registered = try await AppRegistry(client: client, logger: logger).apps().map(\.bundleId)
         guard !registered.contains(app), !(try await AuditQueries(client: client, logger: logger).hasRows(app: app)) else { return }
         let known = registered.isEmpty ? "no app is registered" : "registered: \(registered.joined(separator: ", "))"

@@ -33,10 +33,9 @@ extension Bench {
             if options.logLevel == nil, ProcessInfo.processInfo.environment["LEDGER_LOG_LEVEL"] == nil { options.logLevel = "warning" }
             let logger = try options.makeLogger()
             guard receipts >= 1, reads >= 1, workers >= 1 else { throw CommandFailure(message: "--receipts, --reads and --workers must be at least 1") }
-            let settings = try await options.databaseSettings(logger: logger)
-            let scratch = settings.with(database: settings.database + "_httpbench")
-            try await LedgerDatabase.recreate(database: scratch.database, on: settings, logger: logger)
-            Output.error("bench http: scratch database \(scratch.database); \(receipts) receipts, \(reads) reads, \(workers) workers")
+            let roles = try await options.databaseRoles(logger: logger)
+            let scratch = try await roles.recreate(database: roles.runtime.database + "_httpbench", logger: logger)
+            Output.error("bench http: scratch database \(scratch.runtime.database); \(receipts) receipts, \(reads) reads, \(workers) workers")
 
             var configuration = HTTPClient.Configuration()
             configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = workers + 4
@@ -48,9 +47,13 @@ extension Bench {
                 simulatorForLedger.report(port)
                 simulatorForLoad.report(port)
             }
-            let ledger = DemoLedgerService(settings: scratch, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger)
+            // The scratch database is thrown away: its app's secret may be sealed with a key of this run.
+            let secrets = try options.secretSealer() ?? SecretSealer(key: SecretSealer.generateKey(), origin: "a key of this run only")
+            let ledger = DemoLedgerService(
+                roles: scratch, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger
+            )
             let load = HTTPLoadService(
-                settings: scratch, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
+                settings: scratch.runtime, secrets: secrets, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
                 receipts: receipts, reads: reads, workers: workers, logger: logger
             )
             let group = ServiceGroup(configuration: .init(
@@ -70,18 +73,17 @@ extension Bench {
             guard let measured = await load.results.value else { throw CommandFailure(message: "the load stopped before it measured") }
             let (ingest, read) = (measured.ingest, measured.read)
 
-            let appendScratch = settings.with(database: settings.database + "_bench")
-            try await LedgerDatabase.recreate(database: appendScratch.database, on: settings, logger: logger)
+            // The append baseline writes a table of its own: it runs as the owner when one is known.
+            let appendScratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
             let workers = self.workers, appendEvents = self.appendEvents
-            let append = try await LedgerDatabase.withClient(appendScratch, maximumConnections: workers + 2, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await AppendBenchmark(client: client, logger: logger).run(
+            let append = try await LedgerDatabase.withClient(appendScratch.owner ?? appendScratch.runtime, maximumConnections: workers + 2, logger: logger) { client in
+                try await AppendBenchmark(client: client, logger: logger).run(
                     .init(concurrency: workers, streams: 1_000, events: appendEvents, batch: 1)
                 )
             }
             if !keep {
-                try await LedgerDatabase.drop(database: appendScratch.database, on: settings, logger: logger)
-                try await LedgerDatabase.drop(database: scratch.database, on: settings, logger: logger)
+                try await roles.drop(database: appendScratch.runtime.database, logger: logger)
+                try await roles.drop(database: scratch.runtime.database, logger: logger)
             }
 
             func row(_ name: String, _ rate: Double, _ p50: Double, _ p99: Double, _ seconds: Double, _ failures: Int) -> String {

@@ -37,13 +37,13 @@ struct Bench: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let terminal = Output.errorIsTerminal
             let (apps, users, events, concurrency, seed) = (apps, users, events, concurrency, seed)
             let started = ContinuousClock.now
-            let written = try await LedgerDatabase.withClient(settings, maximumConnections: concurrency + 4, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await HistorySeeder(store: PostgresEventStore(client: client, logger: logger), logger: logger).run(
+            let written = try await LedgerDatabase.withClient(roles.runtime, maximumConnections: concurrency + 4, logger: logger) { client in
+                try await HistorySeeder(store: PostgresEventStore(client: client, logger: logger), logger: logger).run(
                     .init(apps: apps, users: users, events: events, concurrency: concurrency, seed: seed)
                 ) { progress in
                     let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
@@ -69,11 +69,12 @@ struct Bench: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let terminal = Output.errorIsTerminal
-            let result = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await RebuildBenchmark(client: client, logger: logger).run { progress in
+            // The raw-SQL baseline writes a table of its own: it runs as the owner when one is known.
+            let result = try await LedgerDatabase.withClient(roles.owner ?? roles.runtime, logger: logger) { client in
+                try await RebuildBenchmark(client: client, logger: logger).run { progress in
                     if terminal {
                         FileHandle.standardError.write(Data("\rscanned \(progress.events) events".utf8))
                     }
@@ -159,18 +160,17 @@ struct Bench: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
-            let scratch = settings.with(database: settings.database + "_bench")
-            try await LedgerDatabase.recreate(database: scratch.database, on: settings, logger: logger)
-            Output.error("bench: scratch database \(scratch.database); \(events) events, batch \(batch), \(concurrency) writers, \(streams) streams")
-            let result = try await LedgerDatabase.withClient(scratch, maximumConnections: concurrency + 2, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await AppendBenchmark(client: client, logger: logger).run(
+            let roles = try await options.databaseRoles(logger: logger)
+            let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
+            Output.error("bench: scratch database \(scratch.runtime.database); \(events) events, batch \(batch), \(concurrency) writers, \(streams) streams")
+            // The raw-SQL baseline writes a table of its own: it runs as the owner when one is known.
+            let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, maximumConnections: concurrency + 2, logger: logger) { client in
+                try await AppendBenchmark(client: client, logger: logger).run(
                     .init(concurrency: concurrency, streams: streams, events: events, batch: batch)
                 )
             }
             if !keep {
-                try await LedgerDatabase.drop(database: scratch.database, on: settings, logger: logger)
+                try await roles.drop(database: scratch.runtime.database, logger: logger)
             }
             func row(_ name: String, _ m: AppendBenchmark.Measurement) -> String {
                 name.padding(toLength: 16, withPad: " ", startingAt: 0)

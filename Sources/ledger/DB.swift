@@ -57,12 +57,15 @@ struct DB: AsyncParsableCommand {
             discussion: "Example: psql \"$(ledger db url)\""
         )
 
-        @Flag(help: "The superuser's URL instead of the ledger's own role.")
+        @Flag(help: "The superuser's URL instead of the server's role.")
         var admin = false
+
+        @Flag(help: "The owner's URL (the role that migrates) instead of the server's role.")
+        var owner = false
 
         func run() async throws {
             let local = LocalPostgres()
-            guard let settings = try admin ? local.administratorSettings() : local.settings() else {
+            guard let settings = try admin ? local.administratorSettings() : owner ? local.ownerSettings() : local.settings() else {
                 throw CommandFailure(message: "the local PostgreSQL has not been created yet: run `ledger db start` first")
             }
             Output.line(settings.url(showingPassword: true))

@@ -9,7 +9,8 @@ import ServiceLifecycle
 
 /// The ledger as `ledger serve` runs it, with the simulator as its App Store, on a free port.
 struct DemoLedgerService: Service {
-    let settings: DatabaseSettings
+    let roles: DatabaseRoles
+    let secrets: SecretSealer
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort
     let logger: Logger
@@ -20,15 +21,16 @@ struct DemoLedgerService: Service {
                                              sandboxURL: simulator + "/sandbox/verifyReceipt")
         // The demo's group handles the signals; this nested group shuts down when it does.
         try await Serve.serve(
-            settings: settings, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, logger: logger,
-            gracefulShutdownSignals: []
+            roles: roles, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, secrets: secrets,
+            logger: logger, gracefulShutdownSignals: []
         ) { port in ledgerPort.report(port) }
     }
 }
 
 /// Registers the demo's app, tells the stories, prints where to look next; returning shuts the demo down.
 struct DemoStoriesService: Service {
-    let settings: DatabaseSettings
+    let roles: DatabaseRoles
+    let secrets: SecretSealer
     let bundleId: String
     let sharedSecret: String
     let simulatorPort: ServerPort
@@ -40,13 +42,13 @@ struct DemoStoriesService: Service {
         let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
         let ledgerBase = "http://127.0.0.1:\(try await ledgerPort.value("the ledger's server"))"
         try await DemoClient.createSimulatorApp(simulatorBase: simulatorBase, bundleId: bundleId, sharedSecret: sharedSecret)
-        let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
-            let registry = AppRegistry(client: client, logger: logger)
+        let key = try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
+            let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
             _ = try await registry.addApp(bundleId, sharedSecret: sharedSecret)
             return try await registry.createKey(app: bundleId, scopes: Set(APIScope.allCases), name: "ledger demo").token
         }
         Output.line("Purchase Ledger demo")
-        Output.line("  ledger         \(ledgerBase)  (database \(settings.database))")
+        Output.line("  ledger         \(ledgerBase)  (database \(roles.runtime.database))")
         Output.line("  App Store      \(simulatorBase)  (simulator, sandbox)")
         Output.line("  app            \(bundleId), registered with the simulator's shared secret")
         Output.line("  API key        \(key)  (scopes ingest, read, finance, admin)")
@@ -58,7 +60,7 @@ struct DemoStoriesService: Service {
             let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
                 productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt"
             ))
-            _ = try await ReplayStory(server: settings, verifier: verifier, sharedSecret: sharedSecret, bundleId: bundleId, logger: logger) {
+            _ = try await ReplayStory(server: roles, verifier: verifier, sharedSecret: sharedSecret, bundleId: bundleId, logger: logger) {
                 Output.line($0)
             }.run(replaying: restored)
         }

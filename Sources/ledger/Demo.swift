@@ -49,7 +49,14 @@ struct Demo: AsyncParsableCommand {
             options.logLevel = "warning"  // the story goes to standard output; keep standard error quiet
         }
         let logger = try options.makeLogger()
-        let settings = try await options.databaseSettings(logger: logger)
+        let roles = try await options.databaseRoles(logger: logger)
+        let secrets: SecretSealer
+        if let configured = try options.secretSealer() {
+            secrets = configured
+        } else {
+            secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "a key of this demo run only")
+            logger.notice("no LEDGER_SECRET_KEY: the demo app's shared secret is sealed with a key of this run only; a later `ledger serve` cannot verify its receipts")
+        }
         let bundleId = "com.example.demo.\(Int(Date().timeIntervalSince1970))"
         let sharedSecret = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
 
@@ -62,9 +69,11 @@ struct Demo: AsyncParsableCommand {
             simulatorForLedger.report(port)
             simulatorForStories.report(port)
         }
-        let ledger = DemoLedgerService(settings: settings, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger)
+        let ledger = DemoLedgerService(
+            roles: roles, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger
+        )
         let stories = DemoStoriesService(
-            settings: settings, bundleId: bundleId, sharedSecret: sharedSecret, simulatorPort: simulatorForStories,
+            roles: roles, secrets: secrets, bundleId: bundleId, sharedSecret: sharedSecret, simulatorPort: simulatorForStories,
             ledgerPort: ledgerPort, keepRunning: keepRunning, logger: logger
         )
         let group = ServiceGroup(configuration: .init(

@@ -9,11 +9,20 @@ struct GlobalOptions: ParsableArguments {
     @Option(
         name: .customLong("database-url"),
         help: ArgumentHelp(
-            "PostgreSQL URL, postgres://user:password@host:port/database (default: $LEDGER_DATABASE_URL, else the managed local server).",
+            "PostgreSQL URL, postgres://user:password@host:port/database[?sslmode=MODE&sslrootcert=FILE] (default: $LEDGER_DATABASE_URL, else the managed local server). Without sslmode, TLS is required for any host but loopback.",
             valueName: "url"
         )
     )
     var databaseURL: String?
+
+    @Option(
+        name: .customLong("owner-database-url"),
+        help: ArgumentHelp(
+            "URL of the role that owns the schema and migrates (default: $LEDGER_OWNER_DATABASE_URL, else the managed server's owner). `ledger serve` itself runs as the --database-url role, which may only read and append.",
+            valueName: "url"
+        )
+    )
+    var ownerDatabaseURL: String?
 
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: $LEDGER_LOG_LEVEL or info).")
     var logLevel: String?
@@ -30,10 +39,31 @@ struct GlobalOptions: ParsableArguments {
         return logger
     }
 
-    /// The database to use: the flag, the environment, or the managed local server.
+    /// The database to use, as the server's role: the flag, the environment, or the managed local server.
     func databaseSettings(logger: Logger) async throws -> DatabaseSettings {
-        let url = databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
-        return try await LedgerDatabase.resolve(url: url, logger: logger)
+        try await databaseRoles(logger: logger).runtime
+    }
+
+    /// The server's role and, when known, the owner's.
+    func databaseRoles(logger: Logger) async throws -> DatabaseRoles {
+        try await LedgerDatabase.resolveRoles(
+            url: resolvedURL,
+            ownerURL: ownerDatabaseURL ?? ProcessInfo.processInfo.environment["LEDGER_OWNER_DATABASE_URL"],
+            logger: logger
+        )
+    }
+
+    /// The key that seals App Store shared secrets (`LedgerDatabase.resolveSecrets`); nil when none is configured.
+    func secretSealer() throws -> SecretSealer? {
+        do {
+            return try LedgerDatabase.resolveSecrets(url: resolvedURL)
+        } catch let error as SecretError {
+            throw CommandFailure(message: error.message)
+        }
+    }
+
+    private var resolvedURL: String? {
+        databaseURL ?? ProcessInfo.processInfo.environment["LEDGER_DATABASE_URL"]
     }
 }
 

@@ -14,7 +14,8 @@ struct HTTPLoadService: Service {
     static let bundleId = "com.example.bench"
     static let product = "coins"
 
-    let settings: DatabaseSettings
+    let settings: DatabaseSettings  // the server's role
+    let secrets: SecretSealer
     let load: HTTPLoad
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort
@@ -31,7 +32,7 @@ struct HTTPLoadService: Service {
         let secret = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         try await DemoClient.createSimulatorApp(simulatorBase: simulator, bundleId: app, sharedSecret: secret, http: load.http)
         let key = try await LedgerDatabase.withClient(settings, maximumConnections: 2, logger: logger) { client in
-            let registry = AppRegistry(client: client, logger: logger)
+            let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
             _ = try await registry.addApp(app, sharedSecret: secret)
             return try await registry.createKey(app: app, scopes: Set(APIScope.allCases), name: "ledger bench http").token
         }

@@ -53,7 +53,7 @@ struct Log: AsyncParsableCommand {
                 let store = PostgresEventStore(client: client, logger: logger)
                 if follow {
                     let follower = LogFollower(
-                        store: store, listenConfiguration: settings.connectionConfiguration, logger: logger
+                        store: store, listenConfiguration: try settings.connectionConfiguration, logger: logger
                     )
                     try await follower.follow(after: start, stream: only) { events in
                         Self.print(events)

@@ -15,7 +15,10 @@ struct ProjectionsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Rebuild projections from position 0 into new tables, then switch readers over atomically.",
             discussion: """
-                The live version keeps serving while the rebuild runs. With --dry-run nothing is switched: the
+                The live version keeps serving while the rebuild runs. The switch never moves a checkpoint back,
+                and it waits for a long query on the projection's view to finish (up to 5 minutes) rather than
+                making the readers behind it wait. Interrupted at any point, a rebuild can simply be run again.
+                With --dry-run nothing is switched: the
                 rebuilt rows are compared with the live ones at the same log position, and every added, removed
                 or changed row is listed with its values before and after. Use it after fixing a projection (and
                 bumping its version) to see exactly whose state changes.
@@ -52,13 +55,13 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
             let chosen = Projections.all.filter { all || $0.name.rawValue == name }
             let terminal = Output.errorIsTerminal
             let labels = chosen.map(Self.label)
             let dryRun = dryRun
-            let reports = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
+            let reports = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
                 let rebuilder = ProjectionRebuilder(client: client, logger: logger)
                 if !dryRun && chosen.count > 1 {
                     // One scan of the log for all of them.
@@ -134,32 +137,41 @@ struct ProjectionsCommand: AsyncParsableCommand {
 
     struct Status: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Each projection version: status, checkpoint, lag in events and seconds, and why it stopped if it did.",
-            discussion: "Projections are kept up to date by `ledger serve`. Exit status 1 when any projection has failed."
+            abstract: "Each projection version: status, checkpoint, lag in positions and seconds, and why it stopped if it did.",
+            discussion: """
+                Projections are kept up to date by `ledger serve`. The lag in positions is the log's head minus the \
+                checkpoint (an upper bound on the events not applied yet); the lag in seconds is how long the \
+                projection has been behind without its checkpoint moving (0 when caught up). A failed version is \
+                tried again when `ledger serve` restarts, or replaced by `ledger projections rebuild NAME`. \
+                Exit status 1 when any projection has failed.
+                """
         )
 
         @OptionGroup var options: GlobalOptions
 
         func run() async throws {
             let logger = try options.makeLogger()
-            let settings = try await options.databaseSettings(logger: logger)
-            let statuses = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await ProjectionStatus.all(client, logger: logger)
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
+            let statuses = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                try await ProjectionStatus.all(client, logger: logger)
             }
             guard !statuses.isEmpty else {
                 Output.line("no projection has run yet: `ledger serve` starts them")
                 return
             }
-            Output.line("name                    version  status    checkpoint   lag events   lag s")
+            Output.line("log head \(statuses[0].head)")
+            Output.line("name                    version  status    checkpoint  lag positions   lag s")
             for status in statuses {
+                let followed = status.status == .live || status.status == .building
                 Output.line(
                     status.name.padding(toLength: 24, withPad: " ", startingAt: 0)
                         + String(format: "%7d  ", status.version)
                         + status.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
-                        + String(format: "%12lld %12lld %7.1f", status.position, status.lagEvents, status.lagSeconds)
+                        + String(format: "%12lld ", status.position)
+                        + (followed ? String(format: "%14lld %7.1f", status.lagPositions, status.lagSeconds) : String(repeating: " ", count: 13) + "-       -")
                 )
-                if let error = status.error {
+                if status.status == .failed, let error = status.error {
                     Output.line("    stopped at position \(status.errorPosition.map(String.init) ?? "?"): \(error)")
                 }
             }

@@ -2,6 +2,7 @@ import AppStore
 import ArgumentParser
 import AsyncHTTPClient
 import Foundation
+import LedgerDomain
 import LedgerHTTP
 import LedgerStore
 import LocalPostgres
@@ -20,10 +21,21 @@ struct Serve: AsyncParsableCommand {
               ledger keys create --app com.example.app --scope ingest,read
             Receipts are verified with Apple's verifyReceipt unless LEDGER_APPSTORE_PRODUCTION_URL and
             LEDGER_APPSTORE_SANDBOX_URL (or the flags) point elsewhere, e.g. at `ledger appstore-sim`.
+            App Store shared secrets are stored sealed with the key of LEDGER_SECRET_KEY (base64 of 32 bytes) or LEDGER_SECRET_KEY_FILE (a file only its owner can read); with the managed PostgreSQL and neither set, with .ledger/secret.key, made on first use. Secrets stored before sealing are sealed at start.
+            Without sslmode in LEDGER_DATABASE_URL, a host other than loopback is reached over TLS only (sslmode=require); verify-full with sslrootcert=FILE also checks the server's certificate.
+            Slow or numerous clients are bounded: a connection idle for --idle-timeout-ms is closed, a request body must arrive within --body-read-timeout-ms (else 408), and API requests past --max-requests-in-flight get 503 with Retry-After at once.
             The configuration in effect is logged at start, secrets masked. Stop with Ctrl-C or SIGTERM:
             requests in flight finish first.
+
+            Two database roles: the server runs as --database-url's role, which may read, append through
+            ledger.append and write derived tables, and owns nothing; migrations run as the owner
+            (--owner-database-url). The managed PostgreSQL has both. With another server and no owner URL,
+            serve checks that no migration is pending instead of migrating.
             """
     )
+
+    @Flag(inversion: .prefixedNo, help: "Migrate as the owner before serving, when the owner's URL is known (default: on).")
+    var migrate = true
 
     @OptionGroup var options: GlobalOptions
 
@@ -42,73 +54,139 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Longest a read with minPosition waits for the projections, in milliseconds (default: $LEDGER_READ_WAIT_MS or 5000).")
     var readWaitMs: Int?
 
+    @Option(help: "Close a connection that sends nothing for this long, in milliseconds (default: $LEDGER_IDLE_TIMEOUT_MS or 30000).")
+    var idleTimeoutMs: Int?
+
+    @Option(help: "Longest a request body may take to arrive, in milliseconds; then 408 (default: $LEDGER_BODY_READ_TIMEOUT_MS or 30000).")
+    var bodyReadTimeoutMs: Int?
+
+    @Option(help: "API requests answered at once; more get 503 with Retry-After (default: $LEDGER_MAX_REQUESTS_IN_FLIGHT or 256).")
+    var maxRequestsInFlight: Int?
+
     func run() async throws {
         let logger = try options.makeLogger()
         let environment = ProcessInfo.processInfo.environment
         let host = host ?? environment["LEDGER_HOST"] ?? "127.0.0.1"
-        let portText = port.map(String.init) ?? environment["LEDGER_PORT"] ?? "8080"
-        guard let port = Int(portText), (0...65535).contains(port) else {
-            throw CommandFailure(message: "port '\(portText)' (from --port or LEDGER_PORT) is not a number from 0 to 65535")
+        func number(_ flag: Int?, _ option: String, _ variable: String, default value: Int, _ range: ClosedRange<Int>, _ what: String) throws -> Int {
+            let text = flag.map(String.init) ?? environment[variable] ?? String(value)
+            guard let number = Int(text), range.contains(number) else {
+                throw CommandFailure(message: "\(what) '\(text)' (from \(option) or \(variable)) is not a number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return number
         }
-        let waitText = readWaitMs.map(String.init) ?? environment["LEDGER_READ_WAIT_MS"] ?? "5000"
-        guard let wait = Int(waitText), (0...60_000).contains(wait) else {
-            throw CommandFailure(message: "read wait '\(waitText)' (from --read-wait-ms or LEDGER_READ_WAIT_MS) is not a number of milliseconds from 0 to 60000")
-        }
+        let port = try number(self.port, "--port", "LEDGER_PORT", default: 8080, 0...65535, "port")
+        let wait = try number(readWaitMs, "--read-wait-ms", "LEDGER_READ_WAIT_MS", default: 5000, 0...60_000, "read wait in milliseconds")
+        let idle = try number(idleTimeoutMs, "--idle-timeout-ms", "LEDGER_IDLE_TIMEOUT_MS", default: 30_000, 100...3_600_000,
+                              "idle timeout in milliseconds")
+        let bodyRead = try number(bodyReadTimeoutMs, "--body-read-timeout-ms", "LEDGER_BODY_READ_TIMEOUT_MS", default: 30_000,
+                                  100...3_600_000, "body read timeout in milliseconds")
+        let inFlight = try number(maxRequestsInFlight, "--max-requests-in-flight", "LEDGER_MAX_REQUESTS_IN_FLIGHT", default: 256,
+                                  1...100_000, "requests in flight")
         var appStore = AppStoreConfiguration.fromEnvironment(environment)
         if let appstoreProductionURL { appStore.productionURL = appstoreProductionURL }
         if let appstoreSandboxURL { appStore.sandboxURL = appstoreSandboxURL }
         for url in [appStore.productionURL, appStore.sandboxURL] where URL(string: url)?.host == nil {
-            throw CommandFailure(message: "App Store URL '\(url)' is not an http(s) URL")
+            throw CommandFailure(message: "App Store URL '\(URLRedaction.masked(url))' is not an http(s) URL")
         }
-        let settings = try await options.databaseSettings(logger: logger)
-        let configuration = LedgerServer.Configuration(host: host, port: port, api: .init(readWaitTimeout: .milliseconds(wait)))
-        try await Self.serve(settings: settings, configuration: configuration, appStore: appStore, logger: logger) { _ in }
+        let defaults = LedgerHealth.Thresholds()
+        let health = LedgerHealth.Thresholds(
+            stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
+            longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction
+        )
+        let secrets = try options.secretSealer()
+        var roles = try await options.databaseRoles(logger: logger)
+        if !migrate { roles.owner = nil }
+        let configuration = LedgerServer.Configuration(
+            host: host, port: port,
+            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead)),
+            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health
+        )
+        try await Self.serve(roles: roles, configuration: configuration, appStore: appStore, secrets: secrets, logger: logger) { _ in }
     }
 
-    /// Migrates, then runs the server and the projection runner until shutdown. The demo runs the same.
+    /// A whole number of seconds from an environment variable, nil when it is not set.
+    static func seconds(_ name: String, in environment: [String: String]) throws -> Duration? {
+        guard let text = environment[name] else { return nil }
+        guard let seconds = Int(text), (1...86_400).contains(seconds) else {
+            throw CommandFailure(message: "\(name) '\(text)' is not a whole number of seconds from 1 to 86400")
+        }
+        return .seconds(seconds)
+    }
+
+    /// Migrates (as the owner, when known), seals the shared secrets stored before sealing, then
+    /// runs the server and the projection runner as the server's role until shutdown. The demo runs the same.
     static func serve(
-        settings: DatabaseSettings, configuration: LedgerServer.Configuration, appStore: AppStoreConfiguration,
-        logger: Logger, gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
+        roles: DatabaseRoles, configuration: LedgerServer.Configuration, appStore: AppStoreConfiguration,
+        secrets: SecretSealer?, logger: Logger, gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onServerRunning: @escaping @Sendable (Int) async -> Void
     ) async throws {
+        let settings = roles.runtime
         logger.info("configuration", metadata: [
             "ledger.database": "\(settings.url())",
+            "ledger.database.owner": "\(roles.owner.map { $0.url() } ?? "not given: no migrations")",
+            "ledger.database.tls": "\(settings.tls.rawValue)\(settings.allowsUnencrypted ? "" : " (never unencrypted)")",
             "ledger.listen": "\(configuration.host):\(configuration.port)",
-            "ledger.appstore.production_url": "\(appStore.productionURL)",
-            "ledger.appstore.sandbox_url": "\(appStore.sandboxURL)",
+            "ledger.appstore.production_url": "\(URLRedaction.masked(appStore.productionURL))",
+            "ledger.appstore.sandbox_url": "\(URLRedaction.masked(appStore.sandboxURL))",
             "ledger.appstore.timeout": "\(appStore.timeout)",
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
+            "ledger.health.stall": "\(configuration.health.stall)",
+            "ledger.health.long_transaction": "\(configuration.health.longTransaction)",
             "ledger.body_limit_bytes": "\(APILimits.receiptBodyBytes)",
+            "ledger.body_read_timeout": "\(configuration.api.bodyReadTimeout)",
+            "ledger.idle_timeout": "\(configuration.idleTimeout)",
+            "ledger.max_requests_in_flight": "\(configuration.maximumRequestsInFlight)",
+            "ledger.secret_key": "\(secrets.map { "\($0.keyID) from \($0.origin)" } ?? "none")",
         ])
+        if let failpoint = Failpoint.armed {
+            logger.warning("fault injection armed: this process kills itself at a failpoint (LEDGER_FAILPOINT); never set it in production",
+                           metadata: ["ledger.failpoint": "\(failpoint.rawValue)"])
+        }
         // Before the store, the App Store client and the runner exist: they make their metrics when made.
         LedgerMetrics.bootstrap()
-        let (report, apps) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
-            let report = try await Migrator.bundled().migrate(client, logger: logger)
+        let report = try await roles.prepareSchema(logger: logger)
+        let (apps, sealed, unreadable) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await ProjectionRunner(client: client, listenConfiguration: nil, logger: logger).prepare()
-            return (report, try await AppRegistry(client: client, logger: logger).apps())
+            let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
+            let sealed = try await registry.sealPlaintextSecrets()
+            return (try await registry.apps(), sealed, try await registry.unreadableSecrets())
         }
         logger.info("database ready", metadata: [
             "ledger.migrations.applied": "\(report.applied.count)",
             "ledger.migrations.present": "\(report.alreadyApplied)",
             "ledger.apps": "\(apps.map(\.bundleId))",
+            "ledger.secrets_sealed_now": "\(sealed)",
         ])
         if apps.isEmpty {
             logger.notice("no app is registered yet: `ledger apps add BUNDLE_ID` and `ledger keys create --app BUNDLE_ID --scope ingest,read`")
         }
+        let unsealed = apps.filter { $0.hasSharedSecret && !$0.sharedSecretSealed }.map(\.bundleId)
+        if !unsealed.isEmpty {
+            logger.warning("shared secrets stored unsealed: set LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE and restart to seal them", metadata: [
+                "ledger.apps": "\(unsealed)",
+            ])
+        }
+        for (app, error) in unreadable {
+            logger.error("shared secret unreadable: receipts of this app are refused until it is fixed", metadata: [
+                "ledger.app": "\(app)", "ledger.error": "\(error.message)",
+            ])
+        }
 
-        let client = PostgresClient(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
+        let client = DatabasePool(configuration: settings.clientConfiguration, backgroundLogger: LedgerDatabase.backgroundLogger(logger))
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
-        let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, logger: logger)
+        let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
+        let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
+                                  logger: logger)
         let projections = ProjectionRunner(
-            client: client, listenConfiguration: settings.connectionConfiguration, logger: logger
+            client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger
         )
-        let application = server.application(services: [client, projections]) { boundPort in
+        let application = server.application(services: [client, monitor, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
             await onServerRunning(boundPort)
         }
         let group = ServiceGroup(configuration: .init(
-            services: [application],
+            services: [application, ShutdownDeadline(logger: logger)],
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
@@ -125,18 +203,49 @@ struct Serve: AsyncParsableCommand {
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply the database migrations that are not applied yet.",
-        discussion: "Safe to run twice, or from two processes at once. A migration file edited after it was applied is refused."
+        discussion: """
+            Runs as the owner: --owner-database-url or $LEDGER_OWNER_DATABASE_URL, else the managed server's owner, \
+            else the one URL given (--database-url or $LEDGER_DATABASE_URL), which then must not be the server's role. \
+            Safe to run twice, or from two processes at once. A migration file edited after it was applied is refused. \
+            On a server the ledger does not manage, create the server's group role first, as a superuser: \
+            CREATE ROLE ledger_runtime NOLOGIN; GRANT ledger_runtime TO <the role ledger serve logs in as>.
+            """
     )
 
     @OptionGroup var options: GlobalOptions
 
     func run() async throws {
         let logger = try options.makeLogger()
-        let settings = try await options.databaseSettings(logger: logger)
+        let roles = try await options.databaseRoles(logger: logger)
+        var settings = roles.owner ?? roles.runtime
+        settings.sessionSettings = [:]
         let report = try await LedgerDatabase.withClient(settings, logger: logger) { client in
             try await Migrator.bundled().migrate(client, logger: logger)
         }
         for name in report.applied { Output.line("applied \(name)") }
         Output.line("database \(settings.database) is up to date (\(report.applied.count) applied now, \(report.alreadyApplied) already applied)")
+    }
+}
+
+/// Ends the process if a graceful shutdown has not ended it within `patience`.
+///
+/// A request or a projection batch whose connection PostgreSQL dropped at the wrong instant can
+/// wait for ever inside postgres-nio (see `untilAbandoned`), and the HTTP server's graceful
+/// shutdown waits for every request it has. Nothing is lost by leaving: every write is one
+/// transaction, committed or not.
+struct ShutdownDeadline: Service {
+    static let patience = Duration.seconds(15)
+    let logger: Logger
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        guard !Task.isCancelled else { return }
+        let logger = logger
+        // Detached: the group cancels its services' tasks as it shuts down; this must outlive them.
+        Task.detached {
+            try? await Task.sleep(for: Self.patience)
+            logger.error("shutdown did not finish within \(Self.patience): requests still wait on connections PostgreSQL dropped; exiting now (nothing uncommitted was recorded)")
+            exit(EXIT_FAILURE)
+        }
     }
 }

@@ -226,6 +226,38 @@ import Testing
         #expect(store.count(.production) >= 1)
     }
 
+    @Test func anAnswerWhoseBodyTricklesPastTheDeadlineTimesOut() async throws {
+        // The head comes at once; the body would take 10 s. The deadline covers the body too.
+        let store = CannedAppStore([.production: [.trickle(milliseconds: 10_000, Self.validAnswer)]])
+        let started = ContinuousClock.now
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await store.run(maximumAttempts: 1, timeout: .milliseconds(400)) { configuration in
+                try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+            }
+        }
+        #expect(error.code == .unavailable)
+        #expect(error.isRetryable)
+        #expect(error.message.contains("timed out"))
+        // Cut off by the deadline, not by the end of the trickle (a generous bound for a loaded machine).
+        #expect(ContinuousClock.now - started < .seconds(8))
+        #expect(store.count(.production) == 1)
+    }
+
+    @Test func appStoreURLsAreShownWithoutTheirPassword() async throws {
+        // Nothing listens on the discard port: the message names the URL, never its password.
+        let configuration = AppStoreConfiguration(
+            productionURL: "http://operator:hunter2@127.0.0.1:9/verifyReceipt",
+            sandboxURL: "http://operator:hunter2@127.0.0.1:9/verifyReceipt",
+            timeout: .milliseconds(500),
+            retry: RetryPolicy(maximumAttempts: 1, initialDelay: .milliseconds(1), maximumDelay: .milliseconds(2))
+        )
+        let error = try await #require(throws: ReceiptVerificationError.self) {
+            try await AppStoreReceiptVerifier(configuration: configuration).verify(request, logger: quietLogger)
+        }
+        #expect(error.message.contains("http://operator:****@127.0.0.1:9/verifyReceipt"))
+        #expect(!error.message.contains("hunter2"))
+    }
+
     @Test func connectionRefusedCountsAsUnavailable() async throws {
         // Nothing listens on the discard port on loopback.
         let configuration = AppStoreConfiguration(

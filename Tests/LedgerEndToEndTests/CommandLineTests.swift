@@ -15,7 +15,7 @@ import Testing
 
     /// Runs `ledger ARGUMENTS` against the database; its output and errors are collected in files,
     /// so a long export never blocks on a full pipe.
-    static func ledger(_ arguments: [String], database: DatabaseSettings) async throws -> Run {
+    static func ledger(_ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:]) async throws -> Run {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-export-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -28,6 +28,7 @@ import Testing
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
+        for (name, value) in extra { environment[name] = value }
         process.environment = environment
         process.standardOutput = try FileHandle(forWritingTo: outputFile)
         process.standardError = try FileHandle(forWritingTo: errorFile)

@@ -2,6 +2,7 @@ import AppStore
 import LedgerDemo
 import LedgerProjections
 import LedgerStore
+import LedgerTesting
 import NIOHTTP1
 import Testing
 
@@ -151,7 +152,8 @@ import Testing
         let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
             productionURL: api.simulatorBase + "/production/verifyReceipt", sandboxURL: api.simulatorBase + "/sandbox/verifyReceipt"
         ))
-        let replay = try await ReplayStory(server: api.settings, verifier: verifier, sharedSecret: secret, bundleId: APIHarness.app,
+        let roles = DatabaseRoles(runtime: api.settings, owner: try await TestDatabase.ownerSettings(for: api.settings))
+        let replay = try await ReplayStory(server: roles, verifier: verifier, sharedSecret: secret, bundleId: APIHarness.app,
                                            logger: APIHarness.logger).run(replaying: restored)
 
         // With the bug, each restored period was another paid renewal.

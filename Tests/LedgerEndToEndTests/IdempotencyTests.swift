@@ -1,5 +1,8 @@
 import Foundation
+import LedgerApplication
+import LedgerDomain
 import LedgerHTTP
+import LedgerStore
 import NIOHTTP1
 import PostgresNIO
 import Testing
@@ -42,19 +45,71 @@ import Testing
         }
     }
 
-    @Test func aRetryWhileTheFirstRequestRunsIsToldSo() async throws {
+    @Test func aRetryOfARequestThatDiedBeforeAppendingRunsAtOnce() async throws {
         try await APIHarness.run { api in
             try await api.defineProduct("coins.100", type: "consumable")
             #expect(try await api.ingest("alice", device: "phone", receipt: try await api.buy("alice", "coins.100", quantity: 5).receipt).status == 200)
-            let key = "slow-\(UUID().uuidString)"
+            let key = "died-\(UUID().uuidString)"
             let body: [String: Any] = ["productId": "coins.100", "quantity": 1, "deviceId": "phone"]
             let bodyData = try JSONSerialization.data(withJSONObject: body)
-            // Claim the key as a first request that has not answered yet would.
-            let store = IdempotencyProbe(api: api)
-            try await store.claim(key: key, body: bodyData, path: Self.consumptions)
-            let second = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: bodyData, headers: [("Idempotency-Key", key)])
-            #expect(second.status == 409 && second.errorCode == "idempotency_in_progress", "\(second.text)")
+            // The key noted as a first request does before it runs, which then died: no wait, no 409.
+            try await IdempotencyProbe(api: api).claim(key: key, body: bodyData, path: Self.consumptions)
+            let retry = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: bodyData, headers: [("Idempotency-Key", key)])
+            #expect(retry.status == 201 && retry.json["balance"] as? Int == 4, "\(retry.text)")
+            #expect(try await consumptions(api) == 1)
         }
+    }
+
+    @Test func aCommandAppendedWhoseAnswerWasLostIsAnsweredFromTheLogAndNotRepeated() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            #expect(try await api.ingest("alice", device: "phone", receipt: try await api.buy("alice", "coins.100", quantity: 5).receipt).status == 200)
+            let key = "lost-\(UUID().uuidString)"
+            let body: [String: Any] = ["productId": "coins.100", "quantity": 2, "deviceId": "phone"]
+            let bodyData = try JSONSerialization.data(withJSONObject: body)
+            // What a server does before it dies between the append and the answer: the key noted,
+            // the consumption appended under the command's key, no answer kept.
+            try await IdempotencyProbe(api: api).claim(key: key, body: bodyData, path: Self.consumptions)
+            let handler = UserCommandHandler(store: PostgresEventStore(client: api.client, logger: APIHarness.logger), logger: APIHarness.logger)
+            let commandKey = try DeduplicationKey.command(app: APIHarness.app, idempotencyKey: key) { $0 }
+            let first = try await handler.execute(app: APIHarness.app, user: "alice", commandKey: commandKey) { state, catalog in
+                (try UserDecisions.consume(productId: "coins.100", quantity: 2, deviceId: "phone", catalog: catalog, on: state), ())
+            }
+            let recordedAt = try #require(first.append?.position)
+            // Another consumption after it: the retry's answer is still the first run's.
+            let other = try await api.send(.POST, Self.consumptions, key: api.allKey, json: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
+            #expect(other.json["balance"] as? Int == 2)
+
+            let retry = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: bodyData, headers: [("Idempotency-Key", key)])
+            #expect(retry.status == 201, "\(retry.text)")
+            #expect(retry.json["position"] as? Int == Int(recordedAt), "the position of the first run's append")
+            #expect(retry.json["balance"] as? Int == 3, "the balance right after the first run")
+            #expect(try await consumptions(api) == 2, "one for the keyed command, one for the other")
+            let again = try await api.send(.POST, Self.consumptions, key: api.allKey, raw: bodyData, headers: [("Idempotency-Key", key)])
+            #expect(again.body == retry.body && again.headers.first(name: "Idempotent-Replayed") == "true")
+        }
+    }
+
+    @Test func twinsSentAtOnceConsumeOnce() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            #expect(try await api.ingest("alice", device: "phone", receipt: try await api.buy("alice", "coins.100", quantity: 10).receipt).status == 200)
+            let headers = [("Idempotency-Key", "twins-\(UUID().uuidString)")]
+            let body = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 3, "deviceId": "phone"])
+            let answers = try await withThrowingTaskGroup(of: APIHarness.Answer.self) { group in
+                for _ in 0..<16 { group.addTask { try await api.send(.POST, Self.consumptions, key: api.allKey, raw: body, headers: headers) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(answers.allSatisfy { $0.status == 201 }, "\(answers.map(\.text))")
+            #expect(Set(answers.compactMap { $0.json["position"] as? Int }).count == 1, "one append, one position")
+            #expect(answers.allSatisfy { $0.json["balance"] as? Int == 7 })
+            #expect(try await consumptions(api) == 1)
+        }
+    }
+
+    /// Consumptions recorded in the test's log.
+    private func consumptions(_ api: APIHarness) async throws -> Int {
+        try await api.client.query("SELECT count(*) FROM ledger.events WHERE event_type LIKE 'ItemConsumed%'").collect()[0].decode(Int.self)
     }
 
     @Test func keysAreScopedToTheirApp() async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerHTTP
+import LedgerStore
 import NIOHTTP1
 import PostgresNIO
 import Testing

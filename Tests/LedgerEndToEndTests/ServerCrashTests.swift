@@ -1,5 +1,6 @@
 import AppStore
 import AppStoreSimulator
+import Crypto
 import Foundation
 import LedgerDomain
 import LedgerHTTP
@@ -26,17 +27,23 @@ import Testing
         let process: Process
         let base: String
 
-        static func start(database: DatabaseSettings, appStore: String, log: URL) async throws -> Server {
+        static func start(
+            database: DatabaseSettings, appStore: String, secretKey: String, log: URL, environment extra: [String: String] = [:]
+        ) async throws -> Server {
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw HarnessError(message: "cannot create the server's log file \(log.path)")
             }
             let process = Process()
             process.executableURL = ServerCrashTests.program
-            process.arguments = ["serve", "--port", "0", "--log-level", "info"]
+            // LEDGER_TEST_SERVE_LOG_LEVEL=debug shows the pool's and the service group's own log.
+            process.arguments = ["serve", "--port", "0", "--log-level", ProcessInfo.processInfo.environment["LEDGER_TEST_SERVE_LOG_LEVEL"] ?? "info"]
             var environment = ProcessInfo.processInfo.environment
             environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
             environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
             environment["LEDGER_APPSTORE_SANDBOX_URL"] = appStore
+            environment["LEDGER_SECRET_KEY"] = secretKey
+            environment["LEDGER_SECRET_KEY_FILE"] = nil
+            environment.merge(extra) { $1 }
             process.environment = environment
             let output = try FileHandle(forWritingTo: log)
             process.standardOutput = output
@@ -61,9 +68,14 @@ import Testing
             process.waitUntilExit()
         }
 
-        func stop() {
+        /// SIGTERM, and SIGKILL if it has not finished within `grace`; how long it took.
+        @discardableResult
+        func stop(grace: Duration = .seconds(20)) -> Duration {
+            let started = ContinuousClock.now
             process.terminate()
-            process.waitUntilExit()
+            while process.isRunning && started.duration(to: .now) < grace { usleep(20_000) }
+            if process.isRunning { kill() }
+            return started.duration(to: .now)
         }
     }
 
@@ -73,33 +85,18 @@ import Testing
         let logger = APIHarness.logger
         LedgerMetrics.bootstrap()
         try await TestDatabase.withDatabase { client, settings in
-            let simulatorPort = PortReporter()
-            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
-                simulatorPort.report($0)
-            }
-            try await withRunningServices([simulator], logger: logger) {
-                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
-                let app = APIHarness.app
-                let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
-                    .json["sharedSecret"] as? String
-                _ = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)/products/coins.100", key: nil, json: ["type": "consumable"])
-                let registry = AppRegistry(client: client, logger: logger)
-                try await registry.addApp(app, sharedSecret: secret)
-                let key = try await registry.createKey(app: app, scopes: [.ingest, .admin, .read]).token
-
+            try await ServedApp.with(client, logger: logger) { served in
+                let app = served.app
+                let key = served.key
                 var receipts: [(user: String, receipt: String)] = []
                 for index in 0..<60 {
                     let user = "user-\(index)"
-                    _ = try await APIHarness.send(.POST, simulatorBase + "/admin/users", key: nil, json: ["userId": user])
-                    let bought = try await APIHarness.send(.POST, simulatorBase + "/admin/purchases", key: nil,
-                                                           json: ["userId": user, "bundleId": app, "productId": "coins.100", "quantity": 2])
-                    receipts.append((user, try #require(bought.json["receipt"] as? String)))
+                    receipts.append((user, try await served.buy(user, quantity: 2).receipt))
                 }
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-crash-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let first = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
-                _ = try await APIHarness.send(.PUT, first.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
+                let first = try await served.startServer(database: settings, log: logFile)
 
                 // Post everything, 8 at a time, and kill the server once a third has been answered.
                 let answered = Counter()
@@ -126,7 +123,7 @@ import Testing
                 #expect(answeredBeforeCrash < receipts.count, "the kill came mid-ingest")
 
                 // Started again, every client retries; each purchase is recorded once.
-                let second = try await Server.start(database: settings, appStore: simulatorBase + "/verifyReceipt", log: logFile)
+                let second = try await served.startServer(database: settings, log: logFile)
                 defer { second.stop() }
                 var lastPosition = 0
                 for item in receipts {
@@ -153,6 +150,52 @@ import Testing
                 }
             }
         }
+    }
+}
+
+extension ServerCrashTests {
+    /// The server dies right after a consumption's append commits, before it answers; the client
+    /// retries under the same Idempotency-Key against a new server: one consumption, answered.
+    @Test func aServerKilledBetweenAppendAndAnswerConsumesOnceOnRetry() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.program.path),
+                     "build the program first (`swift build --build-tests` builds it): \(Self.program.path)")
+        let logger = APIHarness.logger
+        try await TestDatabase.withDatabase { client, settings in
+            try await ServedApp.with(client, logger: logger) { served in
+                let app = served.app
+                let key = served.key
+                let receipt = try await served.buy("alice", quantity: 5).receipt
+
+                let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-failpoint-\(UUID().uuidString).log")
+                defer { try? FileManager.default.removeItem(at: logFile) }
+                let doomed = try await served.startServer(database: settings, log: logFile, environment: ["LEDGER_FAILPOINT": "after-command-append"])
+                let ingested = try await APIHarness.send(.POST, doomed.base + "/v1/apps/\(app)/receipts", key: key,
+                                                         json: ["userId": "alice", "deviceId": "phone", "receiptData": receipt])
+                #expect(ingested.status == 200, "\(ingested.text)")
+
+                let consumption = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
+                let headers = [("Idempotency-Key", "consume-\(UUID().uuidString)")]
+                let path = "/v1/apps/\(app)/users/alice/consumptions"
+                let lost = try? await APIHarness.send(.POST, doomed.base + path, key: key, raw: consumption, headers: headers)
+                #expect(lost == nil, "the server died before answering: \(lost?.text ?? "")")
+                doomed.process.waitUntilExit()
+                #expect(doomed.process.terminationReason == .uncaughtSignal && doomed.process.terminationStatus == SIGKILL)
+                #expect(try await consumptions(client) == 1, "the append committed before the crash")
+
+                let revived = try await served.startServer(database: settings, log: logFile)
+                defer { revived.stop() }
+                let retry = try await APIHarness.send(.POST, revived.base + path, key: key, raw: consumption, headers: headers)
+                #expect(retry.status == 201, "\(retry.text)")
+                #expect(retry.json["balance"] as? Int == 4)
+                let again = try await APIHarness.send(.POST, revived.base + path, key: key, raw: consumption, headers: headers)
+                #expect(again.status == 201 && again.body == retry.body)
+                #expect(try await consumptions(client) == 1, "one consumption, however often it was retried")
+            }
+        }
+    }
+
+    private func consumptions(_ client: DatabasePool) async throws -> Int {
+        try await client.query("SELECT count(*) FROM ledger.events WHERE event_type LIKE 'ItemConsumed%'").collect()[0].decode(Int.self)
     }
 }
 

@@ -31,7 +31,7 @@ struct APIErrorMappingTests {
         ("appstore", ReceiptVerificationError.unavailable("no route to the App Store"), 503, "appstore_unavailable"),
         ("garbled", ReceiptVerificationError.malformedResponse("no status"), 503, "appstore_bad_response"),
         ("app", AccessError.unknownApp("com.example.gone"), 404, "not_found"),
-        ("database", StoreError.databaseUnavailable("cannot reach PostgreSQL at 127.0.0.1:5432"), 500, "internal_error"),
+        ("database", StoreError.databaseUnavailable("cannot reach PostgreSQL at 127.0.0.1:5432"), 503, "database_unavailable"),
         ("shutdown", CancellationError(), 503, "shutting_down"),
         ("unexpected", Unexpected(), 500, "internal_error"),
     ]

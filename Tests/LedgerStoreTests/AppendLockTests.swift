@@ -16,7 +16,10 @@ struct AppendLockTests {
     /// Whether any session holds the critical section's lock.
     static func lockHolders(_ connection: PostgresConnection) async throws -> Int {
         let rows = try await connection.query(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = 7400118 AND objsubid = 1",
+            """
+            SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = 0 AND objid = 7400118 AND objsubid = 1
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """,
             logger: TestDatabase.logger
         ).collect()
         return try rows.first?.decode(Int.self) ?? 0

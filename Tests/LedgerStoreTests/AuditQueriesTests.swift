@@ -40,7 +40,7 @@ struct AuditQueriesTests {
     /// the catalog, and two
     /// products the catalog does not know (one bought on a device whose id needs CSV quoting).
     /// App B: one purchase by a user with the same id as one of A's.
-    static func seed(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         for app in [appA, appB] {
             try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
@@ -70,9 +70,9 @@ struct AuditQueriesTests {
     }
 
     /// Runs the projections until every one has applied the whole log.
-    static func catchUp(_ client: PostgresClient, _ settings: DatabaseSettings) async throws {
+    static func catchUp(_ client: DatabasePool, _ settings: DatabaseSettings) async throws {
         let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-        let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+        let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                       batchSize: 25, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
         #expect(try await ProjectionRunnerTests.runUntilCaughtUp(runner, client, head: head))
     }
@@ -353,15 +353,15 @@ struct AuditQueriesTests {
         try await TestDatabase.withDatabase { client, settings in
             _ = try await Self.seed(client)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-            let old = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let old = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                        projections: [AuditTrailVersion1.self], pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntil(old) {
-                try await ProjectionRunnerTests.checkpoint(AuditTrailVersion1.self, client).0 >= head
+                try await ProjectionRunnerTests.checkpoint(AuditTrailVersion1.self, client) == (head, "live", nil)
             })
             let queries = AuditQueries(client: client, logger: TestDatabase.logger)
             await #expect(throws: AuditQueryError.notReady) { try await queries.events(app: Self.appA) }
 
-            let new = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let new = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                        projections: [AuditTrailProjection.self], pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntil(new) {
                 let (position, status, _) = try await ProjectionRunnerTests.checkpoint(AuditTrailProjection.self, client)

@@ -16,14 +16,14 @@ struct LogFollowerTests {
     /// Runs a follower from the start of the log while `body` runs, and returns what it delivered
     /// once `expected` positions have arrived (or the bound passes).
     private func following(
-        _ client: PostgresClient,
+        _ client: DatabasePool,
         _ settings: DatabaseSettings,
         expecting expected: @escaping @Sendable () async -> Int,
         _ body: @Sendable (PostgresEventStore) async throws -> Void
     ) async throws -> [Int64] {
         let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
         let follower = LogFollower(
-            store: store, listenConfiguration: settings.connectionConfiguration,
+            store: store, listenConfiguration: try settings.connectionConfiguration,
             pollInterval: .milliseconds(200), batchSize: 50, logger: TestDatabase.logger
         )
         let delivered = Delivered()
@@ -98,7 +98,7 @@ struct LogFollowerTests {
 
                 let delivered = Delivered()
                 let follower = LogFollower(
-                    store: store, listenConfiguration: settings.connectionConfiguration,
+                    store: store, listenConfiguration: try settings.connectionConfiguration,
                     pollInterval: .milliseconds(100), logger: TestDatabase.logger
                 )
                 try await withThrowingTaskGroup(of: Void.self) { group in

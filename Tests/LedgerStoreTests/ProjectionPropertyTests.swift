@@ -31,7 +31,7 @@ struct ProjectionPropertyTests {
             let head = try await store.headPosition()
             // Several runners in a row, each with its own batch size, each stopped early.
             for _ in 0..<3 {
-                let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                               batchSize: 1 + Int(random.next() % 40), pollInterval: .milliseconds(50),
                                               logger: TestDatabase.logger)
                 let stopAt = Int64(random.next() % UInt64(head))
@@ -40,7 +40,7 @@ struct ProjectionPropertyTests {
                 }
             }
             // Then to the end.
-            let last = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let last = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                         batchSize: 50, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntilCaughtUp(last, client, head: head))
             // Re-running the last batch (as after a crash between the work and the reply) changes nothing.

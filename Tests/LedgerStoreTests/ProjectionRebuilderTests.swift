@@ -46,11 +46,11 @@ struct ProjectionRebuilderTests {
                 }
             }
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           projections: [BuggyBalances.self], batchSize: 50, pollInterval: .milliseconds(50),
                                           logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntil(runner) {
-                try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client).0 >= head
+                try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client) == (head, "live", nil)
             })
 
             let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)
@@ -87,7 +87,7 @@ struct ProjectionRebuilderTests {
         try await TestDatabase.withDatabase { client, settings in
             let handler = try await ProjectionRunnerTests.seed(client, users: 8)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           batchSize: 10, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             #expect(try await ProjectionRunnerTests.runUntilCaughtUp(runner, client, head: head))
             let rebuilder = ProjectionRebuilder(client: client, logger: TestDatabase.logger)

@@ -12,7 +12,7 @@ struct ProjectionRunnerTests {
     static let app = "com.example.app"
 
     /// A history across many users: purchases, consumption, a refund, non-renewing stacks.
-    static func seed(_ client: PostgresClient, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
         try await handler.defineProduct(try Product(productId: "levels", type: .nonConsumable), app: app)
@@ -55,7 +55,7 @@ struct ProjectionRunnerTests {
         return rows
     }
 
-    static func tableRows(_ projection: any UserProjection.Type, _ client: PostgresClient, view: Bool = true) async throws -> Set<[String?]> {
+    static func tableRows(_ projection: any UserProjection.Type, _ client: DatabasePool, view: Bool = true) async throws -> Set<[String?]> {
         // Timestamps as the projection writes them, so both sides compare as text.
         let select = (["app", "user_id"] + projection.columns.map(\.name)).map { name -> String in
             projection.columns.first { $0.name == name }?.type.hasPrefix("timestamptz") == true
@@ -77,7 +77,7 @@ struct ProjectionRunnerTests {
         rows.map { $0.map { $0 ?? "NULL" }.joined(separator: "|") }.sorted().first ?? "none"
     }
 
-    static func checkpoint(_ projection: any UserProjection.Type, _ client: PostgresClient) async throws -> (Int64, String, String?) {
+    static func checkpoint(_ projection: any UserProjection.Type, _ client: DatabasePool) async throws -> (Int64, String, String?) {
         let rows = try await client.query(
             "SELECT position, status, error FROM ledger.projections WHERE name = \(projection.name) AND version = \(projection.version)",
             logger: TestDatabase.logger
@@ -100,11 +100,13 @@ struct ProjectionRunnerTests {
         }
     }
 
-    /// Runs `runner` until every projection has applied the log up to `head`.
-    static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: PostgresClient, head: Int64) async throws -> Bool {
+    /// Runs `runner` until every projection has applied the log up to `head` and is live (a first
+    /// version on a log with history is live only once it has caught up).
+    static func runUntilCaughtUp(_ runner: ProjectionRunner, _ client: DatabasePool, head: Int64) async throws -> Bool {
         try await runUntil(runner) {
-            for projection in Projections.all where try await checkpoint(projection, client).0 < head {
-                return false
+            for projection in Projections.all {
+                let (position, status, _) = try await checkpoint(projection, client)
+                if position < head || status != ProjectionState.live.rawValue { return false }
             }
             return true
         }
@@ -115,7 +117,7 @@ struct ProjectionRunnerTests {
         try await TestDatabase.withDatabase { client, settings in
             let handler = try await Self.seed(client, users: 12)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           batchSize: 25, pollInterval: .milliseconds(100), logger: TestDatabase.logger)
             #expect(try await Self.runUntilCaughtUp(runner, client, head: head))
             for projection in Projections.all {
@@ -143,7 +145,7 @@ struct ProjectionRunnerTests {
             let handler = try await Self.seed(client, users: 20)
             let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             let make = {
-                ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+                ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                  projections: [ConsumableBalancesProjection.self], batchSize: 7,
                                  pollInterval: .milliseconds(50), logger: TestDatabase.logger)
             }
@@ -159,7 +161,7 @@ struct ProjectionRunnerTests {
             }
             let newHead = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
             #expect(try await Self.runUntil(make()) {
-                try await Self.checkpoint(ConsumableBalancesProjection.self, client).0 >= newHead
+                try await Self.checkpoint(ConsumableBalancesProjection.self, client) == (newHead, "live", nil)
             })
             let expected = try await Self.expectedRows(ConsumableBalancesProjection.self, handler, users: 20)
             #expect(try await Self.tableRows(ConsumableBalancesProjection.self, client) == expected)
@@ -177,7 +179,7 @@ struct ProjectionRunnerTests {
                 to: StreamID.user(app: Self.app, user: "u0"), expecting: .any
             )
             // One projection is enough to show the stop, and one event per batch shows exactly where.
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration,
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
                                           projections: [OwnershipProjection.self], batchSize: 1, pollInterval: .milliseconds(50),
                                           logger: TestDatabase.logger)
             #expect(try await Self.runUntil(runner) {

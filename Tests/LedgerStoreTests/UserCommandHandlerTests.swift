@@ -10,7 +10,7 @@ import Testing
 struct UserCommandHandlerTests {
     static let app = "com.example.app"
 
-    func handler(_ client: PostgresClient) async throws -> UserCommandHandler<PostgresEventStore> {
+    func handler(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
         return handler

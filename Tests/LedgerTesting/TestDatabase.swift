@@ -6,12 +6,15 @@ import PostgresNIO
 
 /// Shared by the integration test targets.
 ///
-/// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` when set, otherwise a
-/// managed local server of the tests' own, under `.ledger/tests/` (or `$LEDGER_HOME/tests/`), run
-/// without flushes to disk since every test database is dropped.
+/// A real PostgreSQL for the integration tests: `LEDGER_TEST_DATABASE_URL` (the owner's role, with
+/// CREATEDB) and `LEDGER_TEST_RUNTIME_DATABASE_URL` (a login member of `ledger_runtime`) when set,
+/// otherwise a managed local server of the tests' own, under `.ledger/tests/` (or
+/// `$LEDGER_HOME/tests/`), run without flushes to disk since every test database is dropped.
 ///
-/// Every test gets a database of its own, migrated, so tests run in parallel without sharing a
-/// log. There is no skipping: when no server can be had, the test fails and says why.
+/// Every test gets a database of its own, created and migrated by the owner, and works in it as
+/// the server's role, as `ledger serve` does; so tests run in parallel without sharing a log, and
+/// anything the server's role may not do fails in the tests too. There is no skipping: when no
+/// server can be had, the test fails and says why.
 public enum TestDatabase {
     public static let logger: Logger = {
         var logger = Logger(label: "ledger-tests")
@@ -20,9 +23,14 @@ public enum TestDatabase {
     }()
 
     /// The server, found or started once per test process.
-    private static let server = Task<DatabaseSettings, any Error> {
+    private static let server = Task<DatabaseRoles, any Error> {
         if let url = ProcessInfo.processInfo.environment["LEDGER_TEST_DATABASE_URL"], !url.isEmpty {
-            return try DatabaseSettings(url: url)
+            guard let runtimeURL = ProcessInfo.processInfo.environment["LEDGER_TEST_RUNTIME_DATABASE_URL"], !runtimeURL.isEmpty else {
+                throw TestDatabaseUnavailable(reason: "LEDGER_TEST_DATABASE_URL (the owner) is set but LEDGER_TEST_RUNTIME_DATABASE_URL (a login role that is a member of ledger_runtime) is not")
+            }
+            var runtime = try DatabaseSettings(url: runtimeURL)
+            runtime.sessionSettings = DatabaseSettings.runtimeTimeouts
+            return DatabaseRoles(runtime: runtime, owner: try DatabaseSettings(url: url))
         }
         let packageRoot = URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -31,7 +39,9 @@ public enum TestDatabase {
         // A server of the tests' own, beside the program's (never the program's: its data is kept).
         environment["LEDGER_HOME"] = home.appendingPathComponent("tests").path
         do {
-            return try await LocalPostgres(environment: environment, durability: .throwaway).start(logger: logger)
+            let local = LocalPostgres(environment: environment, durability: .throwaway)
+            let runtime = try await local.start(logger: logger)
+            return DatabaseRoles(runtime: runtime, owner: try local.ownerSettings())
         } catch {
             throw TestDatabaseUnavailable(reason: "\(error)")
         }
@@ -44,34 +54,59 @@ public enum TestDatabase {
         }
     }
 
+    /// The server's role on the test server.
     public static func settings() async throws -> DatabaseSettings {
-        try await server.value
+        try await server.value.runtime
+    }
+
+    /// The owner's settings for the database `settings` names: for what only the owner may do,
+    /// such as tampering with the log to prove it is noticed.
+    public static func ownerSettings(for settings: DatabaseSettings) async throws -> DatabaseSettings {
+        try await owner().with(database: settings.database)
+    }
+
+    private static func owner() async throws -> DatabaseSettings {
+        guard let owner = try await server.value.owner else { throw TestDatabaseUnavailable(reason: "the test server has no owner role") }
+        return owner
     }
 
     /// Runs `body` against a new, migrated database that is dropped afterwards.
     public static func withDatabase<Result: Sendable>(
         _ name: String = #function,
         migrate: Bool = true,
-        _ body: @Sendable (PostgresClient, DatabaseSettings) async throws -> Result
+        _ body: @Sendable (DatabasePool, DatabaseSettings) async throws -> Result
     ) async throws -> Result {
-        let server = try await settings()
+        let server = try await server.value
+        let owner = try await owner()
         let slug = name.lowercased().filter { $0.isLetter || $0.isNumber }.prefix(30)
         let database = "test_\(slug)_\(UInt32.random(in: 0...UInt32.max))"
-        try await LedgerDatabase.recreate(database: database, on: server, logger: logger)
-        let settings = server.with(database: database)
+        try await LedgerDatabase.recreate(database: database, on: owner, logger: logger)
+        let settings = server.runtime.with(database: database)
         do {
-            let result = try await LedgerDatabase.withClient(settings, maximumConnections: 40, logger: logger) { client in
-                if migrate {
+            if migrate {
+                try await LedgerDatabase.withClient(owner.with(database: database), maximumConnections: 1, logger: logger) { client in
                     try await Migrator.bundled().migrate(client, logger: logger)
                 }
-                return try await body(client, settings)
             }
-            try? await LedgerDatabase.drop(database: database, on: server, logger: logger)
+            let result = try await LedgerDatabase.withClient(settings, maximumConnections: 40, logger: logger) { client in
+                try await body(client, settings)
+            }
+            try? await LedgerDatabase.drop(database: database, on: owner, logger: logger)
             return result
         } catch {
-            try? await LedgerDatabase.drop(database: database, on: server, logger: logger)
+            try? await LedgerDatabase.drop(database: database, on: owner, logger: logger)
             throw error
         }
+    }
+
+    /// A connection as the owner of the database `client` works in: for what the server's role may
+    /// not do, such as tampering with the log to prove that it is noticed.
+    public static func withOwnerConnection<Result: Sendable>(
+        of client: DatabasePool,
+        _ body: (PostgresConnection) async throws -> Result
+    ) async throws -> Result {
+        let database = try await client.query("SELECT current_database()", logger: logger).collect()[0].decode(String.self)
+        return try await withConnection(try await ownerSettings(for: settings().with(database: database)), body)
     }
 
     /// A connection of its own, for holding a transaction open or acting as another session.
@@ -80,7 +115,7 @@ public enum TestDatabase {
         _ body: (PostgresConnection) async throws -> Result
     ) async throws -> Result {
         let connection = try await PostgresConnection.connect(
-            configuration: settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
+            configuration: try settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
         )
         do {
             let result = try await body(connection)

@@ -43,10 +43,10 @@ public struct AppendBenchmark: Sendable {
         public var ratio: Double { ledger.eventsPerSecond / baseline.eventsPerSecond }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -19,10 +19,10 @@ public struct RebuildBenchmark: Sendable {
         public var ratio: Double { rebuildRate / baselineRate }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

@@ -33,6 +33,8 @@ public struct IssuedAPIKey: Sendable {
 public struct RegisteredApp: Sendable, Hashable {
     public let bundleId: String
     public let hasSharedSecret: Bool
+    /// Whether the shared secret is stored sealed (false for one stored before sealing, until sealed).
+    public let sharedSecretSealed: Bool
     public let createdAt: Date
     public let activeKeys: Int
 }

@@ -4,29 +4,47 @@ import Logging
 import PostgresNIO
 
 /// Apps and their API keys. Keys are `lk_<id>_<secret>`; only the SHA-256 of the secret is stored,
-/// so a leaked database does not leak working keys.
+/// so a leaked database does not leak working keys. App Store shared secrets are stored sealed
+/// with `secrets` (`SecretSealer`), whose key the database never sees.
 public struct AppRegistry: Sendable {
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
+    /// Seals and opens shared secrets; nil when no key is configured (then secrets cannot be set,
+    /// and only those stored in plaintext before sealing existed can be read).
+    let secrets: SecretSealer?
+    /// Tokens refused lately, so that a caller repeating a wrong key costs no query.
+    let refusedTokens = RefusedTokenCache()
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger, secrets: SecretSealer? = nil) {
         self.client = client
         self.logger = logger
+        self.secrets = secrets
     }
 
     // MARK: Apps
 
     /// Registers an app, or replaces its shared secret when it is registered. Returns whether it is new.
+    /// The secret is stored sealed: without a key, setting one is refused.
     @discardableResult
     public func addApp(_ bundleID: String, sharedSecret: String?) async throws -> Bool {
         try Self.validateBundleID(bundleID)
-        if let sharedSecret, sharedSecret.isEmpty || sharedSecret.utf8.count > 255 {
-            throw AccessError.invalidInput("the shared secret must have 1 to 255 characters")
+        var sealed: Data?
+        if let sharedSecret {
+            guard !sharedSecret.isEmpty, sharedSecret.utf8.count <= 255 else {
+                throw AccessError.invalidInput("the shared secret must have 1 to 255 characters")
+            }
+            guard let secrets else { throw SecretError.noKey("the shared secret of \(bundleID) is stored sealed") }
+            sealed = try secrets.seal(sharedSecret, app: bundleID)
         }
+        let keyID = sealed == nil ? nil : secrets?.keyID
+        // A new secret replaces the old one, plaintext or sealed; no secret leaves the old one as it was.
         let rows = try await client.query("""
-            INSERT INTO ledger.apps (bundle_id, shared_secret) VALUES (\(bundleID), \(sharedSecret))
-            ON CONFLICT (bundle_id) DO UPDATE SET shared_secret = coalesce(EXCLUDED.shared_secret, ledger.apps.shared_secret)
+            INSERT INTO ledger.apps (bundle_id, shared_secret_sealed, shared_secret_key_id) VALUES (\(bundleID), \(sealed), \(keyID))
+            ON CONFLICT (bundle_id) DO UPDATE SET
+                shared_secret = CASE WHEN EXCLUDED.shared_secret_sealed IS NULL THEN ledger.apps.shared_secret END,
+                shared_secret_sealed = coalesce(EXCLUDED.shared_secret_sealed, ledger.apps.shared_secret_sealed),
+                shared_secret_key_id = coalesce(EXCLUDED.shared_secret_key_id, ledger.apps.shared_secret_key_id)
             RETURNING (xmax = 0)
             """, logger: logger)
         for try await inserted in rows.decode(Bool.self) { return inserted }
@@ -35,22 +53,78 @@ public struct AppRegistry: Sendable {
 
     public func apps() async throws -> [RegisteredApp] {
         let rows = try await client.query("""
-            SELECT a.bundle_id, a.shared_secret IS NOT NULL, a.created_at,
+            SELECT a.bundle_id, a.shared_secret IS NOT NULL OR a.shared_secret_sealed IS NOT NULL,
+                   a.shared_secret_sealed IS NOT NULL, a.created_at,
                    (SELECT count(*) FROM ledger.api_keys k WHERE k.app = a.bundle_id AND k.revoked_at IS NULL)
             FROM ledger.apps a ORDER BY a.bundle_id
             """, logger: logger)
         var apps: [RegisteredApp] = []
-        for try await (bundleID, hasSecret, createdAt, keys) in rows.decode((String, Bool, Date, Int64).self) {
-            apps.append(RegisteredApp(bundleId: bundleID, hasSharedSecret: hasSecret, createdAt: createdAt, activeKeys: Int(keys)))
+        for try await (bundleID, hasSecret, sealed, createdAt, keys) in rows.decode((String, Bool, Bool, Date, Int64).self) {
+            apps.append(RegisteredApp(bundleId: bundleID, hasSharedSecret: hasSecret, sharedSecretSealed: sealed,
+                                      createdAt: createdAt, activeKeys: Int(keys)))
         }
         return apps
     }
 
-    /// The app's shared secret, nil when it has none; throws when the app is not registered.
+    /// The app's shared secret, nil when it has none; throws when the app is not registered, and
+    /// `SecretError` when its sealed secret cannot be opened (never a wrong secret in its place).
     public func sharedSecret(of bundleID: String) async throws -> String? {
-        let rows = try await client.query("SELECT shared_secret FROM ledger.apps WHERE bundle_id = \(bundleID)", logger: logger)
-        for try await secret in rows.decode(String?.self) { return secret }
+        let rows = try await client.query(
+            "SELECT shared_secret, shared_secret_sealed, shared_secret_key_id FROM ledger.apps WHERE bundle_id = \(bundleID)",
+            logger: logger
+        )
+        for try await (plaintext, sealed, keyID) in rows.decode((String?, Data?, String?).self) {
+            guard let sealed, let keyID else { return plaintext }
+            guard let secrets else { throw SecretError.noKey("the shared secret of \(bundleID) is sealed with key \(keyID)") }
+            return try secrets.open(sealed, sealedWith: keyID, app: bundleID)
+        }
         throw AccessError.unknownApp(bundleID)
+    }
+
+    /// Seals every shared secret still stored in plaintext, each in the same statement that clears
+    /// its plaintext; returns how many. Nothing happens without a key.
+    @discardableResult
+    public func sealPlaintextSecrets() async throws -> Int {
+        guard let secrets else { return 0 }
+        let rows = try await client.query(
+            "SELECT bundle_id, shared_secret FROM ledger.apps WHERE shared_secret IS NOT NULL ORDER BY bundle_id", logger: logger
+        )
+        var sealedCount = 0
+        for (bundleID, secret) in try await rows.collect().map({ try $0.decode((String, String).self) }) {
+            let sealed = try secrets.seal(secret, app: bundleID)
+            // Proved to open to the same secret before the plaintext goes.
+            guard try secrets.open(sealed, sealedWith: secrets.keyID, app: bundleID) == secret else {
+                throw SecretError.unreadableSecret(app: bundleID, "sealing it did not give it back")
+            }
+            // Only the plaintext read above is replaced: a secret set meanwhile is left alone.
+            let updated = try await client.query("""
+                UPDATE ledger.apps SET shared_secret = NULL, shared_secret_sealed = \(sealed), shared_secret_key_id = \(secrets.keyID)
+                WHERE bundle_id = \(bundleID) AND shared_secret = \(secret)
+                RETURNING 1
+                """, logger: logger).collect()
+            if !updated.isEmpty {
+                sealedCount += 1
+                logger.info("shared secret sealed", metadata: ["ledger.app": "\(bundleID)", "ledger.secret_key_id": "\(secrets.keyID)"])
+            }
+        }
+        return sealedCount
+    }
+
+    /// The apps whose stored secret does not open with the configured key (or with none), each
+    /// with the reason: for `ledger serve` to say at start, rather than at the first receipt.
+    public func unreadableSecrets() async throws -> [(app: String, error: SecretError)] {
+        let rows = try await client.query(
+            "SELECT bundle_id FROM ledger.apps WHERE shared_secret_sealed IS NOT NULL ORDER BY bundle_id", logger: logger
+        )
+        var unreadable: [(app: String, error: SecretError)] = []
+        for bundleID in try await rows.collect().map({ try $0.decode(String.self) }) {
+            do {
+                _ = try await sharedSecret(of: bundleID)
+            } catch let error as SecretError {
+                unreadable.append((bundleID, error))
+            }
+        }
+        return unreadable
     }
 
     // MARK: Keys
@@ -61,7 +135,8 @@ public struct AppRegistry: Sendable {
             throw AccessError.invalidInput("a key needs at least one scope of: \(APIScope.allNames)")
         }
         if let name, name.utf8.count > 200 { throw AccessError.invalidInput("a key name has at most 200 characters") }
-        _ = try await sharedSecret(of: bundleID)
+        let registered = try await client.query("SELECT 1 FROM ledger.apps WHERE bundle_id = \(bundleID)", logger: logger).collect()
+        guard !registered.isEmpty else { throw AccessError.unknownApp(bundleID) }
         let keyID = Self.randomToken(bytes: 8, hex: true)
         let secret = Self.randomToken(bytes: 32, hex: false)
         let hash = Data(SHA256.hash(data: Data(secret.utf8)))
@@ -113,9 +188,19 @@ public struct AppRegistry: Sendable {
     }
 
     /// The key a bearer token stands for, nil when it is malformed, unknown or revoked.
+    ///
+    /// What an unauthenticated caller can cost is bounded: a token not of the form
+    /// `lk_<16 hex>_<secret>` is refused without a query, and a well-formed one refused lately
+    /// (`RefusedTokenCache`) is refused again without one.
     public func authenticate(_ token: String) async throws -> APIKey? {
+        guard token.utf8.count < 200 else { return nil }
         let parts = token.split(separator: "_", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "lk", parts[1].count == 16, !parts[2].isEmpty, token.utf8.count < 200 else { return nil }
+        guard parts.count == 3, parts[0] == "lk", parts[1].utf8.count == 16,
+              parts[1].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }),
+              !parts[2].isEmpty
+        else { return nil }
+        let tokenHash = Data(SHA256.hash(data: Data(token.utf8)))
+        if refusedTokens.contains(tokenHash) { return nil }
         let keyID = String(parts[1])
         let rows = try await client.query("""
             SELECT app, array_to_string(scopes, ','), name, created_at, secret_hash FROM ledger.api_keys
@@ -124,10 +209,14 @@ public struct AppRegistry: Sendable {
         for try await (app, scopes, name, createdAt, stored) in rows.decode((String, String, String?, Date, Data).self) {
             let presented = Data(SHA256.hash(data: Data(parts[2].utf8)))
             // Compare every byte whatever the first difference, so timing says nothing about the secret.
-            guard presented.count == stored.count, zip(presented, stored).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else { return nil }
+            guard presented.count == stored.count, zip(presented, stored).reduce(0, { $0 | ($1.0 ^ $1.1) }) == 0 else {
+                refusedTokens.insert(tokenHash)
+                return nil
+            }
             return APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
                           name: name, createdAt: createdAt, revokedAt: nil)
         }
+        refusedTokens.insert(tokenHash)
         return nil
     }
 

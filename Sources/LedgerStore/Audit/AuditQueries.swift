@@ -15,10 +15,10 @@ public struct AuditQueries: Sendable {
     /// The largest page `events` returns.
     public static let maximumPageSize = 10_000
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }

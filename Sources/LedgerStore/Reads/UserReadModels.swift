@@ -52,42 +52,90 @@ public struct UserReadModels: Sendable {
         }
     }
 
-    let client: PostgresClient
+    let client: DatabasePool
     let logger: Logger
 
-    public init(client: PostgresClient, logger: Logger) {
+    public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
     }
 
-    /// The position every named projection has reached (the smallest live checkpoint), nil when one has no live version yet.
-    public func checkpoint(of projections: [ProjectionName]) async throws -> Int64? {
-        let rows = try await client.query("""
-            SELECT count(*), min(position) FROM ledger.projections WHERE status = \(ProjectionState.live) AND name = ANY(\(projections))
-            """, logger: logger)
-        for try await (count, position) in rows.decode((Int64, Int64?).self) {
-            return count == Int64(projections.count) ? position : nil
-        }
-        return nil
+    /// The position every named projection has reached: the smallest of their live checkpoints.
+    /// Throws `ReadError` (`projections_behind`) when one of them has no live version: a new
+    /// version still catching up with the log, or one that failed. Reads are then refused rather
+    /// than answered from a table that does not reflect the log.
+    public func checkpoint(of projections: [ProjectionName]) async throws -> Int64 {
+        try await readiness(of: projections).checkpoint()
     }
 
     /// Waits until every named projection reflects the log up to `position`, polling, at most `timeout`.
-    /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out
-    /// (`projectionsNotReady` when one of them has no live version yet).
+    /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out,
+    /// and `projectionsNotReady` when one of them has no live version by then (at once when one has failed:
+    /// waiting does not mend it).
     public func waitForProjections(_ projections: [ProjectionName], toReach position: Int64, timeout: Duration) async throws -> Int64 {
         let deadline = ContinuousClock.now + timeout
         var delay = Duration.milliseconds(5)
         while true {
-            // nil: a projection has no live version (no view) yet, whatever position was asked for.
-            let reached = try await checkpoint(of: projections)
-            if let reached, reached >= position { return reached }
-            guard ContinuousClock.now + delay < deadline else {
-                guard let reached else { throw ReadError.projectionsNotReady(projections) }
+            let readiness = try await readiness(of: projections)
+            if let reached = readiness.reached, reached >= position { return reached }
+            guard readiness.failed.isEmpty, ContinuousClock.now + delay < deadline else {
+                guard let reached = readiness.reached else { return try readiness.checkpoint() }
                 throw ReadError.projectionsBehind(requested: position, reached: reached)
             }
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .milliseconds(100))
         }
+    }
+
+    /// Where each named projection stands, from `ledger.projections` (one small query).
+    struct Readiness {
+        /// The smallest live checkpoint, when every projection has a live version.
+        var reached: Int64?
+        /// Projections with no live version that are being built, with the building checkpoint.
+        var building: [(ProjectionName, Int64)] = []
+        /// Projections with no live version whose version failed, with where.
+        var failed: [(ProjectionName, Int64)] = []
+        /// Projections with no version at all: the runner has not set them up yet.
+        var missing: [ProjectionName] = []
+
+        func checkpoint() throws -> Int64 {
+            guard let reached else { throw ReadError.projectionsNotReady(missing: missing, building: building, failed: failed) }
+            return reached
+        }
+    }
+
+    func readiness(of projections: [ProjectionName]) async throws -> Readiness {
+        let rows = try await client.query("""
+            SELECT name, status, position, error_position FROM ledger.projections
+            WHERE name = ANY(\(projections)) AND status <> \(ProjectionState.retired)
+            """, logger: logger)
+        var live: [ProjectionName: Int64] = [:]
+        var building: [ProjectionName: Int64] = [:]
+        var failed: [ProjectionName: Int64] = [:]
+        for try await (name, status, position, errorPosition) in rows.decode((String, String, Int64, Int64?).self) {
+            let name = ProjectionName(rawValue: name)
+            switch ProjectionState(rawValue: status) {
+            case .live: live[name] = position
+            case .building: building[name] = position
+            case .failed: failed[name] = errorPosition ?? position
+            case .retired, nil: break
+            }
+        }
+        var readiness = Readiness()
+        for name in projections where live[name] == nil {
+            // A version building beside a failed one (a fix being rolled out) is the one to wait for.
+            if let position = building[name] {
+                readiness.building.append((name, position))
+            } else if let position = failed[name] {
+                readiness.failed.append((name, position))
+            } else {
+                readiness.missing.append(name)
+            }
+        }
+        if readiness.building.isEmpty, readiness.failed.isEmpty, readiness.missing.isEmpty {
+            readiness.reached = projections.compactMap { live[$0] }.min() ?? 0
+        }
+        return readiness
     }
 
     /// Whether the user has any event in the app.
@@ -161,12 +209,28 @@ public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
         )
     }
 
-    /// A read model with no live version yet: the server has just started on a new database, or
-    /// the projections are being replaced. Their views do not exist until the runner sets them up.
-    public static func projectionsNotReady(_ projections: [ProjectionName]) -> Self {
-        ReadError(
+    /// Read models with no live version: not set up yet (the ledger is starting), being built (a
+    /// new projection or version on a log with history, a failed one tried again) or stopped by a
+    /// failure. The views are not read then:
+    /// their rows would not reflect the log.
+    static func projectionsNotReady(
+        missing: [ProjectionName], building: [(ProjectionName, Int64)], failed: [(ProjectionName, Int64)]
+    ) -> Self {
+        var parts: [String] = []
+        if !missing.isEmpty {
+            parts.append("\(missing.map(\.rawValue).joined(separator: ", ")) \(missing.count == 1 ? "is" : "are") being set up (the ledger is starting)")
+        }
+        if !failed.isEmpty {
+            let names = failed.map { name, position in "\(name) (at position \(position))" }
+            parts.append("\(names.joined(separator: ", ")) stopped on an error (`ledger projections status` says why)")
+        }
+        if !building.isEmpty {
+            let names = building.map { name, position in "\(name) (at position \(position))" }
+            parts.append("\(names.joined(separator: ", ")) \(building.count == 1 ? "is" : "are") still being built from the log")
+        }
+        return ReadError(
             code: .projectionsBehind,
-            message: "the projections \(projections.map(\.rawValue).joined(separator: ", ")) are being set up (the ledger is starting); retry shortly",
+            message: "the projections this read needs are not ready: \(parts.joined(separator: "; ")); retry shortly",
             position: 0
         )
     }

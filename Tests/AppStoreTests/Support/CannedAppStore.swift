@@ -18,6 +18,8 @@ final class CannedAppStore: Sendable {
         case http(Int)
         /// Wait this long, then answer the JSON.
         case slow(milliseconds: Int, String)
+        /// Send the head at once, then the JSON a byte at a time, spread over this long.
+        case trickle(milliseconds: Int, String)
     }
 
     /// What the client sent.
@@ -79,6 +81,17 @@ final class CannedAppStore: Sendable {
                 case .slow(let milliseconds, let text):
                     try await Task.sleep(for: .milliseconds(milliseconds))
                     return Self.response(.ok, text)
+                case .trickle(let milliseconds, let text):
+                    let bytes = Array(text.utf8)
+                    var headers = HTTPFields()
+                    headers[.contentType] = "application/json"
+                    return Response(status: .ok, headers: headers, body: .init(contentLength: bytes.count) { writer in
+                        for byte in bytes {
+                            try await Task.sleep(for: .milliseconds(milliseconds) / bytes.count)
+                            try await writer.write(ByteBuffer(bytes: [byte]))
+                        }
+                        try await writer.finish(nil)
+                    })
                 }
             }
         }

@@ -23,10 +23,12 @@ struct APIHarness: Sendable {
     /// With `run(productionSimulator: true)`: a second simulator, of the production environment,
     /// behind the verifier's production URL (the first stays behind its sandbox URL).
     var productionSimulatorBase: String? = nil
-    let client: PostgresClient
+    let client: DatabasePool
     let settings: DatabaseSettings
     /// Keys of `app`: all scopes, and one per scope.
     let keys: [String: String]
+    /// The key the app's shared secret is sealed with, as the server has it.
+    let secrets: SecretSealer
 
     var allKey: String { keys["all"]! }
 
@@ -146,9 +148,11 @@ struct APIHarness: Sendable {
     static func run<T: Sendable>(
         _ name: String = #function,
         appStoreRetry: RetryPolicy = .none,
+        appStoreTimeout: Duration = .seconds(10),
         readWait: Duration = .seconds(30),
         runProjections: Bool = true,
         productionSimulator: Bool = false,
+        server serverConfiguration: LedgerServer.Configuration = .init(host: "127.0.0.1", port: 0),
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
@@ -184,7 +188,8 @@ struct APIHarness: Sendable {
                     }
                     productionBase = base
                 }
-                let registry = AppRegistry(client: client, logger: logger)
+                let secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "the test harness's key")
+                let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
                 try await registry.addApp(app, sharedSecret: secret)
                 var keys: [String: String] = [:]
                 keys["all"] = try await registry.createKey(app: app, scopes: Set(APIScope.allCases)).token
@@ -193,21 +198,20 @@ struct APIHarness: Sendable {
                 let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
                     productionURL: (productionBase ?? simulatorBase) + "/production/verifyReceipt",
                     sandboxURL: simulatorBase + "/sandbox/verifyReceipt",
-                    timeout: .seconds(10), retry: appStoreRetry
+                    timeout: appStoreTimeout, retry: appStoreRetry
                 ))
-                let server = LedgerServer(
-                    configuration: .init(host: "127.0.0.1", port: 0, api: .init(readWaitTimeout: readWait)),
-                    client: client, verifier: verifier, logger: logger
-                )
+                var configuration = serverConfiguration
+                configuration.api.readWaitTimeout = readWait
+                let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
-                let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration, logger: logger)
+                let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
                 if runProjections { try await runner.prepare() }
                 let ledgerPort = PortReporter()
                 let application = server.application(services: runProjections ? [runner] : []) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
-                        productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys
+                        productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys, secrets: secrets
                     )
                     return try await body(harness)
                 }

@@ -32,7 +32,9 @@ public struct LedgerFuzzWorld: Sendable {
     let scripted: ScriptedAppStore
     /// A key of `app` with every scope.
     let key: String
-    let client: PostgresClient
+    let client: DatabasePool
+    /// Seals the app's shared secret (a key of this run only: the scratch database is dropped).
+    let secrets: SecretSealer
     let http: HTTPClient
     let logger: Logger
 
@@ -46,7 +48,7 @@ public struct LedgerFuzzWorld: Sendable {
     /// Runs `body` with a world over `client` (a migrated database; `settings` let the projection
     /// runner listen for commits), then shuts everything down.
     public static func run<T: Sendable>(
-        client: PostgresClient, settings: DatabaseSettings, logger: Logger,
+        client: DatabasePool, settings: DatabaseSettings, logger: Logger,
         _ body: @Sendable (LedgerFuzzWorld) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
@@ -62,9 +64,10 @@ public struct LedgerFuzzWorld: Sendable {
     }
 
     private static func run<T: Sendable>(
-        client: PostgresClient, settings: DatabaseSettings, http: HTTPClient, logger: Logger,
+        client: DatabasePool, settings: DatabaseSettings, http: HTTPClient, logger: Logger,
         _ body: @Sendable (LedgerFuzzWorld) async throws -> T
     ) async throws -> T {
+        let secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "the fuzzer's key of this run")
         let simulatorPort = FuzzPort(), scriptedPort = FuzzPort(), ledgerPort = FuzzPort(), scriptedLedgerPort = FuzzPort()
         let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
             simulatorPort.report($0)
@@ -82,17 +85,17 @@ public struct LedgerFuzzWorld: Sendable {
                 productionURL: scriptedBase + "/production/verifyReceipt", sandboxURL: scriptedBase + "/sandbox/verifyReceipt",
                 timeout: .seconds(10), retry: .none
             ), httpClient: http)
-            let runner = ProjectionRunner(client: client, listenConfiguration: settings.connectionConfiguration, logger: logger)
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
             try await runner.prepare()
-            let ledger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedBySimulator, logger: logger)
+            let ledger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedBySimulator, secrets: secrets, logger: logger)
                 .application(services: [runner]) { ledgerPort.report($0) }
-            let scriptedLedger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedByScript, logger: logger)
+            let scriptedLedger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedByScript, secrets: secrets, logger: logger)
                 .application(services: []) { scriptedLedgerPort.report($0) }
             return try await withFuzzServices([ledger, scriptedLedger], logger: logger, onExit: { ledgerPort.finish(); scriptedLedgerPort.finish() }) {
                 var world = LedgerFuzzWorld(
                     ledgerBase: "http://127.0.0.1:\(try await ledgerPort.port())",
                     scriptedLedgerBase: "http://127.0.0.1:\(try await scriptedLedgerPort.port())",
-                    simulatorBase: simulatorBase, scripted: scripted, key: "", client: client, http: http, logger: logger
+                    simulatorBase: simulatorBase, scripted: scripted, key: "", client: client, secrets: secrets, http: http, logger: logger
                 )
                 try await world.populate()
                 return try await body(world)
@@ -120,12 +123,12 @@ public struct LedgerFuzzWorld: Sendable {
         guard let secret = created.json?["sharedSecret"] as? String else {
             throw FuzzSetupError("the simulator did not create \(app): \(created.text)")
         }
-        let registry = AppRegistry(client: client, logger: logger)
+        let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
         try await registry.addApp(app, sharedSecret: secret)
         let key = try await registry.createKey(app: app, scopes: Set(APIScope.allCases), name: "fuzz").token
         self = LedgerFuzzWorld(
             ledgerBase: ledgerBase, scriptedLedgerBase: scriptedLedgerBase, simulatorBase: simulatorBase, scripted: scripted,
-            key: key, client: client, http: http, logger: logger
+            key: key, client: client, secrets: secrets, http: http, logger: logger
         )
         // The simulator's products, then the same in the ledger's catalog.
         let simulated: [String: [String: Any]] = [

@@ -1,0 +1,147 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+import Synchronization
+
+/// The ledger's connection pool: a `PostgresClient` that can be replaced by a fresh one.
+///
+/// After PostgreSQL has been away, postgres-nio's pool waits longer and longer between attempts
+/// to reconnect (100 ms growing by a quarter per failure, up to a minute) and, once its circuit
+/// breaker has tripped, refuses every request until an attempt succeeds: a ten-second outage
+/// kept it away for two or three more seconds, a minute's outage for about fifteen. Neither delay
+/// can be configured. So when the `DatabaseMonitor` sees the database answer again and this pool
+/// still cannot lend a connection, it calls `renew()`: the old pool is shut down, which fails the
+/// requests waiting in it (their callers retry, and reach the new pool), and new requests go to a
+/// new pool that connects at once.
+///
+/// The methods are those of `PostgresClient`, so that code reads the same against either.
+public final class DatabasePool: Service, Sendable {
+    private struct Pools {
+        var current: PostgresClient
+        var renewal = Renewal(count: 0, at: nil)
+        /// Pools waiting for `run()` to start them.
+        var unstarted: [PostgresClient] = []
+        var wakeRunner: AsyncStream<Void>.Continuation?
+    }
+
+    private let configuration: PostgresClient.Configuration
+    private let backgroundLogger: Logger
+    private let pools: Mutex<Pools>
+
+    public init(configuration: PostgresClient.Configuration, backgroundLogger: Logger) {
+        self.configuration = configuration
+        self.backgroundLogger = backgroundLogger
+        let first = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
+        self.pools = Mutex(Pools(current: first, unstarted: [first]))
+    }
+
+    private var current: PostgresClient { pools.withLock { $0.current } }
+
+    /// How many times the pool was replaced since it started, and when it was last.
+    public struct Renewal: Sendable {
+        public let count: Int
+        public let at: ContinuousClock.Instant?
+    }
+
+    public var renewal: Renewal { pools.withLock { $0.renewal } }
+
+    /// Whether the pool lends a connection that answers within `patience`.
+    public func answers(within patience: Duration, logger: Logger) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [current] in
+                (try? await current.query("SELECT 1", logger: logger).collect()) != nil
+            }
+            group.addTask {
+                try? await Task.sleep(for: patience)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    /// Replaces the pool: from now on connections come from a new one that connects at once,
+    /// whatever the old one's backoff. The old one stops now: requests waiting in it fail, and
+    /// connections it lent are closed.
+    public func renew() {
+        let wake = pools.withLock { pools -> AsyncStream<Void>.Continuation? in
+            let fresh = PostgresClient(configuration: configuration, backgroundLogger: backgroundLogger)
+            pools.current = fresh
+            pools.renewal = Renewal(count: pools.renewal.count + 1, at: .now)
+            pools.unstarted.append(fresh)
+            return pools.wakeRunner
+        }
+        wake?.yield()
+    }
+
+    /// How long stopping waits for the pools to close their connections.
+    static let closingPatience = Duration.seconds(5)
+
+    /// Runs the pool, and each pool that replaces it, until cancelled or shut down gracefully.
+    ///
+    /// Each pool runs in a task of its own that is cancelled, not awaited, when the pool is
+    /// replaced: a pool waits for the connections it lent to come back before it ends, and a
+    /// connection lent to a wait that PostgreSQL's going away left unanswered (see
+    /// `untilAbandoned`) never comes back. Stopping waits up to `closingPatience` for the pools.
+    public func run() async {
+        let (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        pools.withLock { $0.wakeRunner = wake }
+        wake.yield()
+        var running: [(client: PostgresClient, task: Task<Void, Never>)] = []
+        await withGracefulShutdownHandler {
+            for await _ in wakeups {
+                let (started, current) = pools.withLock { pools in
+                    defer { pools.unstarted = [] }
+                    return (pools.unstarted, pools.current)
+                }
+                // The tasks inherit this one's graceful shutdown, which PostgresClient follows.
+                running += started.map { client in (client, Task { await client.run() }) }
+                for (client, task) in running where client !== current { task.cancel() }
+                running.removeAll { $0.client !== current }
+            }
+        } onGracefulShutdown: {
+            wake.finish()
+        }
+        pools.withLock { $0.wakeRunner = nil }
+        // Cancelled or shutting down: every pool stops.
+        let tasks = running.map(\.task)
+        tasks.forEach { $0.cancel() }
+        _ = try? await untilAbandoned {
+            for task in tasks { await task.value }
+        } abandonWhen: {
+            try? await Task.sleep(for: Self.closingPatience)
+            return CancellationError()
+        }
+    }
+
+    // MARK: - PostgresClient's methods, on the current pool
+
+    public func withConnection<Result>(
+        isolation: isolated (any Actor)? = #isolation,
+        _ closure: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        try await current.withConnection(isolation: isolation, closure)
+    }
+
+    public func withTransaction<Result>(
+        logger: Logger,
+        file: String = #file,
+        line: Int = #line,
+        isolation: isolated (any Actor)? = #isolation,
+        _ closure: (PostgresConnection) async throws -> sending Result
+    ) async throws -> sending Result {
+        try await current.withTransaction(logger: logger, file: file, line: line, isolation: isolation, closure)
+    }
+
+    @discardableResult
+    public func query(
+        _ query: PostgresQuery,
+        logger: Logger? = nil,
+        file: String = #fileID,
+        line: Int = #line
+    ) async throws -> PostgresRowSequence {
+        try await current.query(query, logger: logger, file: file, line: line)
+    }
+}
