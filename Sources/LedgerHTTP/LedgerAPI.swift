@@ -232,10 +232,11 @@ extension LedgerAPI {
     /// Runs a command on the user's stream; `commandKey` is the one `idempotent` passes to its commands.
     func execute<Value: Sendable>(
         app: String, user: String, _ context: LedgerRequestContext, othersChecked: Bool = false, commandKey: DeduplicationKey? = nil,
+        beforeAppend: (() async throws -> Void)? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
         try await handler.execute(app: app, user: user, metadata: Self.metadata(context), othersChecked: othersChecked,
-                                  commandKey: commandKey, decide)
+                                  commandKey: commandKey, beforeAppend: beforeAppend, decide)
     }
 }
 

@@ -246,6 +246,14 @@ public struct LedgerFuzzWorld: Sendable {
         throw FuzzSetupError("the log snapshot returned no row")
     }
 
+    /// The events in the log (`count(*)`, not part of the snapshot: it reads the whole table).
+    func eventCount() async throws -> Int64 {
+        for try await count in try await client.query("SELECT count(*) FROM ledger.events", logger: logger).decode(Int64.self) {
+            return count
+        }
+        throw FuzzSetupError("the event count returned no row")
+    }
+
     /// Waits (up to `timeout`) for every projection to reach the log's end; returns the ones that
     /// failed, with why and where.
     func failedProjections(timeout: Duration = .seconds(120)) async throws -> [String] {
