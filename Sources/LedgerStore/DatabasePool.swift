@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -118,21 +119,17 @@ public final class DatabasePool: Service, Sendable {
 
     // MARK: - PostgresClient's methods, on the current pool
 
+    /// A connection the pool lends may have closed since it last looked (PostgreSQL went away);
+    /// one that has is refused here as an outage, since a statement written to it would never be
+    /// answered (see `rollBackUnlessClosed`).
     public func withConnection<Result>(
         isolation: isolated (any Actor)? = #isolation,
         _ closure: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
-        try await current.withConnection(isolation: isolation, closure)
-    }
-
-    public func withTransaction<Result>(
-        logger: Logger,
-        file: String = #file,
-        line: Int = #line,
-        isolation: isolated (any Actor)? = #isolation,
-        _ closure: (PostgresConnection) async throws -> sending Result
-    ) async throws -> sending Result {
-        try await current.withTransaction(logger: logger, file: file, line: line, isolation: isolation, closure)
+        try await current.withConnection(isolation: isolation) { connection in
+            guard !connection.isClosed else { throw StoreError.databaseUnavailable("the connection to PostgreSQL closed") }
+            return try await closure(connection)
+        }
     }
 
     @discardableResult

@@ -17,13 +17,9 @@ extension PostgresConnection {
         try await untilAbandoned {
             try await self.copyFrom(table: table, columns: columns, logger: logger, writeData: writeData)
         } abandonWhen: {
-            while !Task.isCancelled {
-                if self.isClosed {
-                    return StoreError.databaseUnavailable("the connection to PostgreSQL closed during a COPY into \(table)")
-                }
-                try? await Task.sleep(for: .milliseconds(100))
+            await self.waitUntilClosed().map { _ in
+                StoreError.databaseUnavailable("the connection to PostgreSQL closed during a COPY into \(table)")
             }
-            return nil
         }
     }
 }

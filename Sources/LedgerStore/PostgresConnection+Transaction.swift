@@ -1,3 +1,4 @@
+import LedgerApplication
 import Logging
 import PostgresNIO
 
@@ -15,10 +16,34 @@ extension PostgresConnection {
         do {
             result = try await body(self)
         } catch {
-            _ = try? await query("ROLLBACK", logger: logger)
+            await rollBackUnlessClosed(logger: logger)
             throw error
         }
         try await query("COMMIT", logger: logger)
         return result
+    }
+
+    /// ROLLBACK after a failure, unless the connection is gone (PostgreSQL rolls back what a lost
+    /// session had begun). Needed because postgres-nio 1.33.2 never answers a statement written to
+    /// a connection that has closed: a ROLLBACK after a dropped connection waited for ever, and with
+    /// it the projection or request that sent it. Given up, too, if the connection closes meanwhile.
+    func rollBackUnlessClosed(logger: Logger) async {
+        guard !isClosed else { return }
+        _ = try? await untilAbandoned {
+            _ = try await self.query("ROLLBACK", logger: logger).collect()
+        } abandonWhen: {
+            await self.waitUntilClosed()
+        }
+    }
+
+    /// Returns an error once the connection is seen closed (looked at every 100 ms), nil when
+    /// cancelled first. Polled rather than through `closeFuture`, whose callbacks would stay
+    /// registered for as long as the pool keeps the connection.
+    func waitUntilClosed() async -> (any Error)? {
+        while !Task.isCancelled {
+            if isClosed { return StoreError.databaseUnavailable("the connection to PostgreSQL closed") }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
     }
 }

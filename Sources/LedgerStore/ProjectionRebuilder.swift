@@ -375,7 +375,7 @@ public struct ProjectionRebuilder: Sendable {
                     try await connection.query("COMMIT", logger: logger)
                     return (rows, rebuiltPosition)
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    await connection.rollBackUnlessClosed(logger: logger)
                     throw error
                 }
             }

@@ -105,10 +105,22 @@ public struct LocalPostgres: Sendable {
                 }
                 try saveState(state)
                 logger.info("starting the local PostgreSQL", metadata: ["ledger.port": "\(state.port)"])
-                try run(bin.appendingPathComponent("pg_ctl"), [
-                    "-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "120",
-                    "-o", "-p \(state.port)\(durability.serverOptions)", "start",
-                ], asServerUser: true, what: "starting PostgreSQL (its log: \(logFile.path))")
+                // Right after an immediate stop the old server's processes may still hold its port
+                // or shared memory for a moment; the new one then exits at once. Tried again then.
+                var attempt = 1
+                while true {
+                    do {
+                        try run(bin.appendingPathComponent("pg_ctl"), [
+                            "-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "120",
+                            "-o", "-p \(state.port)\(durability.serverOptions)", "start",
+                        ], asServerUser: true, what: "starting PostgreSQL (its log: \(logFile.path))")
+                        break
+                    } catch where attempt < 10 && previousServerStillLeaving() {
+                        attempt += 1
+                        logger.info("the previous PostgreSQL is still leaving; starting again shortly")
+                        Thread.sleep(forTimeInterval: 0.5)
+                    }
+                }
             } else if let port = try runningPort() {
                 state.port = port
             }
@@ -117,6 +129,15 @@ public struct LocalPostgres: Sendable {
         }
         try await bootstrap(state: state, logger: logger)
         return state.applicationSettings
+    }
+
+    /// Whether the server log's last lines say a start failed because the previous server's
+    /// processes still held its port, shared memory or lock file.
+    private func previousServerStillLeaving() -> Bool {
+        guard let text = try? String(contentsOf: logFile, encoding: .utf8) else { return false }
+        let tail = text.split(separator: "\n").suffix(10).joined(separator: "\n")
+        return ["Address already in use", "pre-existing shared memory block", "lock file", "is another postmaster"]
+            .contains { tail.contains($0) }
     }
 
     /// How `stop` ends the server's sessions.
@@ -222,6 +243,9 @@ public struct LocalPostgres: Sendable {
             // databases only when it can see them in pg_stat_activity; without this, any other
             // role's transaction on the server would hold every projection of the ledger back.
             try await connection.query("GRANT pg_read_all_stats TO \(unescaped: Self.runtimeGroup)", logger: logger)
+            // DROP DATABASE … WITH (FORCE) of a scratch or test database ends the sessions still in
+            // it, the server's role's among them; only a role allowed to signal them may.
+            try await connection.query("GRANT pg_signal_backend TO \(unescaped: Self.ownerRoleName)", logger: logger)
             // Also sent by the ledger's own connections (DatabaseSettings.runtimeTimeouts); set on the
             // role, they hold for any other client that logs in as it.
             for (name, value) in DatabaseSettings.runtimeTimeouts.sorted(by: { $0.key < $1.key }) {

@@ -9,6 +9,7 @@ import LocalPostgres
 import Logging
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 struct Serve: AsyncParsableCommand {
@@ -185,11 +186,13 @@ struct Serve: AsyncParsableCommand {
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
             await onServerRunning(boundPort)
         }
+        let deadline = ShutdownDeadline(logger: logger)
         let group = ServiceGroup(configuration: .init(
-            services: [application, ShutdownDeadline(logger: logger)],
+            services: [application, deadline],
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
+        defer { deadline.disarm() }
         do {
             try await group.run()
         } catch {
@@ -227,25 +230,36 @@ struct Migrate: AsyncParsableCommand {
     }
 }
 
-/// Ends the process if a graceful shutdown has not ended it within `patience`.
+/// Ends the process if a graceful shutdown has not ended the server within `patience`.
 ///
-/// A request or a projection batch whose connection PostgreSQL dropped at the wrong instant can
-/// wait for ever inside postgres-nio (see `untilAbandoned`), and the HTTP server's graceful
-/// shutdown waits for every request it has. Nothing is lost by leaving: every write is one
-/// transaction, committed or not.
-struct ShutdownDeadline: Service {
+/// A request whose connection PostgreSQL dropped at the wrong instant can wait for ever inside
+/// postgres-nio (see `rollBackUnlessClosed`), and the HTTP server's graceful shutdown waits for
+/// every request it has. Nothing is lost by leaving: every write is one transaction, committed or
+/// not. `disarm()` once the server has stopped: the process may have more to do (a benchmark).
+final class ShutdownDeadline: Service, Sendable {
     static let patience = Duration.seconds(15)
-    let logger: Logger
+    private let logger: Logger
+    private let timer = Mutex<Task<Void, Never>?>(nil)
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
 
     func run() async throws {
         try? await gracefulShutdown()
         guard !Task.isCancelled else { return }
         let logger = logger
         // Detached: the group cancels its services' tasks as it shuts down; this must outlive them.
-        Task.detached {
+        let task = Task.detached {
             try? await Task.sleep(for: Self.patience)
+            guard !Task.isCancelled else { return }
             logger.error("shutdown did not finish within \(Self.patience): requests still wait on connections PostgreSQL dropped; exiting now (nothing uncommitted was recorded)")
             exit(EXIT_FAILURE)
         }
+        timer.withLock { $0 = task }
+    }
+
+    func disarm() {
+        timer.withLock { $0 }?.cancel()
     }
 }

@@ -27,7 +27,9 @@ import Testing
             environment["LEDGER_HOME"] = home.path
             // A port of its own, kept across restarts: the managed server moves to a free one when its
             // port is taken while it is stopped, and other test servers start on this machine meanwhile.
-            environment["LEDGER_POSTGRES_PORT"] = String(Int.random(in: 55_000...59_999))
+            // Below the kernel's ephemeral ports (32768 and up here), which the tests' own HTTP
+            // servers and clients take from.
+            environment["LEDGER_POSTGRES_PORT"] = String(Int.random(in: 20_000...32_000))
             let local = LocalPostgres(environment: environment, durability: .durable)
             let runtime = try await local.start(logger: logger)
             return (PrivateServer(local: local, home: home), DatabaseRoles(runtime: runtime, owner: try local.ownerSettings()))
@@ -37,6 +39,22 @@ import Testing
             try? local.stop(mode: .immediate)
             try? FileManager.default.removeItem(at: home)
         }
+
+        /// Runs `body` with a private server, the ledger's schema on it, and the test app served
+        /// (`ServedApp`) and registered in it; the server is removed afterwards.
+        static func withServedApp(_ body: @Sendable (PrivateServer, DatabaseRoles, ServedApp) async throws -> Void) async throws {
+            try #require(FileManager.default.isExecutableFile(atPath: ServerCrashTests.program.path),
+                         "build the program first (`swift build --build-tests` builds it)")
+            let logger = APIHarness.logger
+            let (server, roles) = try await PrivateServer.start(logger: logger)
+            defer { server.remove() }
+            try await roles.prepareSchema(logger: logger)
+            try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
+                try await ServedApp.with(client, logger: logger) { served in
+                    try await body(server, roles, served)
+                }
+            }
+        }
     }
 
     /// Statuses the clients saw, and what was acknowledged.
@@ -44,138 +62,137 @@ import Testing
         var statuses: [Int: Int] = [:]
         var consumed: [String] = []
         var ingested: [String] = []
+        var answers: [String: String] = [:]
         var slowRefusals: [Double] = []
 
         func saw(_ status: Int) { statuses[status, default: 0] += 1 }
         func acknowledgedConsumption(_ key: String) { consumed.append(key) }
-        func acknowledgedReceipt(_ transactionId: String) { ingested.append(transactionId) }
+        func acknowledgedReceipt(_ transactionId: String, answer: String) {
+            ingested.append(transactionId)
+            answers[transactionId] = answer
+        }
         func refusalTook(_ seconds: Double) { slowRefusals.append(seconds) }
     }
 
     @Test func postgresCrashedTwentyTimesUnderLoadLosesNothingAndCountsNothingTwice() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: ServerCrashTests.program.path),
-                     "build the program first (`swift build --build-tests` builds it)")
-        let logger = APIHarness.logger
-        let (server, roles) = try await PrivateServer.start(logger: logger)
-        defer { server.remove() }
-        try await roles.prepareSchema(logger: logger)
-        try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 4, logger: logger) { client in
-            try await ServedApp.with(client, logger: logger) { served in
-                let app = served.app
-                let key = served.key
-                var pool: [(user: String, transactionId: String, receipt: String)] = []
-                for index in 0..<80 {
-                    let bought = try await served.buy("buyer-\(index)", quantity: 10)
-                    pool.append(("buyer-\(index)", bought.transactionId, bought.receipt))
-                }
-                let consumers = ["eater-0", "eater-1", "eater-2"]
-                var coins: [(user: String, receipt: String)] = []
-                for user in consumers { for _ in 0..<10 { coins.append((user, try await served.buy(user, quantity: 10).receipt)) } }
-
-                let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-outage-\(UUID().uuidString).log")
-                defer { try? FileManager.default.removeItem(at: logFile) }
-                let ledger = try await served.startServer(database: roles.runtime, log: logFile)
-                defer { if ledger.process.isRunning { ledger.kill() } }
-                let base = ledger.base
-                for coin in coins {
-                    let answer = try await APIHarness.send(.POST, base + "/v1/apps/\(app)/receipts", key: key,
-                                                           json: ["userId": coin.user, "deviceId": "phone", "receiptData": coin.receipt])
-                    #expect(answer.status == 200, "\(answer.text)")
-                }
-
-                let seen = Ledger()
-                let stop = Flag()
-                /// Sends until acknowledged: a 503 (or the server not answering) is retried with the same body and key.
-                @Sendable func untilAcknowledged(_ path: String, body: Data, headers: [(String, String)] = []) async throws -> APIHarness.Answer {
-                    let deadline = ContinuousClock.now + .seconds(90)
-                    while true {
-                        guard ContinuousClock.now < deadline else { throw HarnessError(message: "\(path) was not acknowledged within 90 s") }
-                        if let answer = try? await APIHarness.send(.POST, base + path, key: key, raw: body, headers: headers) {
-                            await seen.saw(answer.status)
-                            if answer.status != 503 { return answer }
-                        }
-                        try await Task.sleep(for: .milliseconds(50))
-                    }
-                }
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for user in consumers {
-                        group.addTask {
-                            var count = 0
-                            while await !stop.isSet && count < 90 {
-                                let idempotencyKey = "\(user)-\(count)-\(UUID().uuidString.prefix(8))"
-                                let body = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
-                                let answer = try await untilAcknowledged("/v1/apps/\(app)/users/\(user)/consumptions", body: body,
-                                                                         headers: [("Idempotency-Key", idempotencyKey)])
-                                #expect(answer.status == 201, "\(answer.text)")
-                                if answer.status == 201 { await seen.acknowledgedConsumption(idempotencyKey) }
-                                count += 1
-                            }
-                        }
-                    }
-                    for worker in 0..<2 {
-                        let mine = pool.enumerated().filter { $0.offset % 2 == worker }.map(\.element)
-                        group.addTask {
-                            for item in mine {
-                                let body = try JSONSerialization.data(withJSONObject: ["userId": item.user, "deviceId": "phone", "receiptData": item.receipt])
-                                let answer = try await untilAcknowledged("/v1/apps/\(app)/receipts", body: body)
-                                #expect(answer.status == 200, "\(answer.text)")
-                                if answer.status == 200 { await seen.acknowledgedReceipt(item.transactionId) }
-                            }
-                        }
-                    }
-                    group.addTask {
-                        defer { Task { await stop.set() } }
-                        for _ in 0..<20 {
-                            try await Task.sleep(for: .milliseconds(Int.random(in: 150...400)))
-                            try server.local.stop(mode: .immediate)
-                            try await Task.sleep(for: .milliseconds(Int.random(in: 300...700)))
-                            // While it is down, the server answers at once, and says so.
-                            let started = ContinuousClock.now
-                            let health = try? await APIHarness.send(.GET, base + "/health", key: nil)
-                            let read = try? await APIHarness.send(.GET, base + "/v1/apps/\(app)/users/eater-0/balances", key: key)
-                            let took = started.duration(to: .now)
-                            await seen.refusalTook(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
-                            #expect(health?.status == 503 && read?.status == 503, "\(health?.text ?? "no answer") \(read?.text ?? "no answer")")
-                            #expect(read?.errorCode == "database_unavailable" && (read?.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
-                            _ = try await server.local.start(logger: logger)
-                        }
-                        await stop.set()
-                    }
-                    try await group.waitForAll()
-                }
-
-                // The same process is back: healthy, and every acknowledged write is recorded once.
-                let back = try await eventually(timeout: .seconds(30)) {
-                    (try? await APIHarness.send(.GET, base + "/health", key: nil))?.status == 200
-                }
-                let health = (try? await APIHarness.send(.GET, base + "/health", key: nil))?.text ?? "no answer"
-                #expect(back, "fully back after the outages: /health says \(health)")
-                #expect(ledger.process.isRunning, "recovered without a restart")
-                let statuses = await seen.statuses
-                #expect(Set(statuses.keys).isSubset(of: [200, 201, 503]), "clients saw only successes and 503s: \(statuses)")
-                let refusals = await seen.slowRefusals
-                #expect(refusals.allSatisfy { $0 < 2 }, "503s while down came at once (two requests each): \(refusals)")
-                let consumed = await seen.consumed
-                let ingested = await seen.ingested
-                #expect(ingested.count == pool.count)
-                try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
-                    let events = try await client.query(
-                        "SELECT dedup_key FROM ledger.events WHERE event_type LIKE 'ItemConsumed%'", logger: logger
-                    ).collect().map { try $0.decode(String?.self) }
-                    #expect(events.count == consumed.count, "one consumption per acknowledged key, none for anything else")
-                    #expect(Set(events.compactMap { $0 }) == Set(consumed.map { "command/\(app)/\($0)" }))
-                    let claims = try await client.query(
-                        "SELECT dedup_key FROM ledger.events WHERE dedup_key LIKE \("appstore/\(app)/%/transaction/%")", logger: logger
-                    ).collect().map { try $0.decode(String.self) }
-                    #expect(claims.count == Set(claims).count)
-                    let claimed = Set(claims.map { String($0.split(separator: "/").last ?? "") })
-                    #expect(Set(ingested).isSubset(of: claimed))
-                    #expect(try await HashChainVerifier(client: client, logger: logger).verify().isIntact)
-                }
-                let shutdown = ledger.stop()
-                #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outages")
-                print("database outages: shutdown took \(shutdown); statuses \(statuses); 503 answers while down took at most \(refusals.max() ?? 0) s for two requests; \(consumed.count) consumptions and \(ingested.count) receipts acknowledged")
+        try await PrivateServer.withServedApp { server, roles, served in
+            let logger = APIHarness.logger
+            let app = served.app
+            let key = served.key
+            var pool: [(user: String, transactionId: String, receipt: String)] = []
+            for index in 0..<80 {
+                let bought = try await served.buy("buyer-\(index)", quantity: 10)
+                pool.append(("buyer-\(index)", bought.transactionId, bought.receipt))
             }
+            let consumers = ["eater-0", "eater-1", "eater-2"]
+            var coins: [(user: String, receipt: String)] = []
+            for user in consumers { for _ in 0..<10 { coins.append((user, try await served.buy(user, quantity: 10).receipt)) } }
+
+            let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-outage-\(UUID().uuidString).log")
+            defer { try? FileManager.default.removeItem(at: logFile) }
+            let ledger = try await served.startServer(database: roles.runtime, log: logFile)
+            defer { if ledger.process.isRunning { ledger.kill() } }
+            let base = ledger.base
+            for coin in coins {
+                let answer = try await APIHarness.send(.POST, base + "/v1/apps/\(app)/receipts", key: key,
+                                                       json: ["userId": coin.user, "deviceId": "phone", "receiptData": coin.receipt])
+                #expect(answer.status == 200, "\(answer.text)")
+            }
+
+            let seen = Ledger()
+            let stop = Flag()
+            /// Sends until acknowledged: a 503 (or the server not answering) is retried with the same body and key.
+            @Sendable func untilAcknowledged(_ path: String, body: Data, headers: [(String, String)] = []) async throws -> APIHarness.Answer {
+                let deadline = ContinuousClock.now + .seconds(90)
+                while true {
+                    guard ContinuousClock.now < deadline else { throw HarnessError(message: "\(path) was not acknowledged within 90 s") }
+                    if let answer = try? await APIHarness.send(.POST, base + path, key: key, raw: body, headers: headers) {
+                        await seen.saw(answer.status)
+                        if answer.status != 503 { return answer }
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for user in consumers {
+                    group.addTask {
+                        var count = 0
+                        while await !stop.isSet && count < 90 {
+                            let idempotencyKey = "\(user)-\(count)-\(UUID().uuidString.prefix(8))"
+                            let body = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
+                            let answer = try await untilAcknowledged("/v1/apps/\(app)/users/\(user)/consumptions", body: body,
+                                                                     headers: [("Idempotency-Key", idempotencyKey)])
+                            #expect(answer.status == 201, "\(answer.text)")
+                            if answer.status == 201 { await seen.acknowledgedConsumption(idempotencyKey) }
+                            count += 1
+                        }
+                    }
+                }
+                for worker in 0..<2 {
+                    let mine = pool.enumerated().filter { $0.offset % 2 == worker }.map(\.element)
+                    group.addTask {
+                        for item in mine {
+                            let body = try JSONSerialization.data(withJSONObject: ["userId": item.user, "deviceId": "phone", "receiptData": item.receipt])
+                            let answer = try await untilAcknowledged("/v1/apps/\(app)/receipts", body: body)
+                            #expect(answer.status == 200, "\(answer.text)")
+                            if answer.status == 200 { await seen.acknowledgedReceipt(item.transactionId, answer: answer.text) }
+                        }
+                    }
+                }
+                group.addTask {
+                    defer { Task { await stop.set() } }
+                    for _ in 0..<20 {
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 150...400)))
+                        try server.local.stop(mode: .immediate)
+                        try await Task.sleep(for: .milliseconds(Int.random(in: 300...700)))
+                        // While it is down, the server answers at once, and says so.
+                        let started = ContinuousClock.now
+                        let health = try? await APIHarness.send(.GET, base + "/health", key: nil)
+                        let read = try? await APIHarness.send(.GET, base + "/v1/apps/\(app)/users/eater-0/balances", key: key)
+                        let took = started.duration(to: .now)
+                        await seen.refusalTook(Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
+                        #expect(health?.status == 503 && read?.status == 503, "\(health?.text ?? "no answer") \(read?.text ?? "no answer")")
+                        #expect(read?.errorCode == "database_unavailable" && (read?.json["error"] as? [String: Any])?["retryable"] as? Bool == true)
+                        _ = try await server.local.start(logger: logger)
+                    }
+                    await stop.set()
+                }
+                try await group.waitForAll()
+            }
+
+            // The same process is back: healthy, and every acknowledged write is recorded once.
+            let back = try await eventually(timeout: .seconds(30)) {
+                (try? await APIHarness.send(.GET, base + "/health", key: nil))?.status == 200
+            }
+            let health = (try? await APIHarness.send(.GET, base + "/health", key: nil))?.text ?? "no answer"
+            #expect(back, "fully back after the outages: /health says \(health)")
+            #expect(ledger.process.isRunning, "recovered without a restart")
+            let statuses = await seen.statuses
+            #expect(Set(statuses.keys).isSubset(of: [200, 201, 503]), "clients saw only successes and 503s: \(statuses)")
+            let refusals = await seen.slowRefusals
+            #expect(refusals.allSatisfy { $0 < 2 }, "503s while down came at once (two requests each): \(refusals)")
+            let consumed = await seen.consumed
+            let ingested = await seen.ingested
+            #expect(ingested.count == pool.count)
+            try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
+                let events = try await client.query(
+                    "SELECT dedup_key FROM ledger.events WHERE event_type LIKE 'ItemConsumed%'", logger: logger
+                ).collect().map { try $0.decode(String?.self) }
+                #expect(events.count == consumed.count, "one consumption per acknowledged key, none for anything else")
+                #expect(Set(events.compactMap { $0 }) == Set(consumed.map { "command/\(app)/\($0)" }))
+                let claims = try await client.query(
+                    "SELECT dedup_key FROM ledger.events WHERE dedup_key LIKE \("appstore/\(app)/%/transaction/%")", logger: logger
+                ).collect().map { try $0.decode(String.self) }
+                #expect(claims.count == Set(claims).count)
+                let claimed = Set(claims.map { String($0.split(separator: "/").last ?? "") })
+                let lost = Set(ingested).subtracting(claimed)
+            let answers = await seen.answers
+            #expect(lost.isEmpty, "acknowledged receipts whose transaction is not in the log: \(lost.map { "\($0): \(answers[$0] ?? "")" })")
+                #expect(try await HashChainVerifier(client: client, logger: logger).verify().isIntact)
+            }
+            let shutdown = ledger.stop()
+            #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outages")
+            print("database outages: shutdown took \(shutdown); statuses \(statuses); 503 answers while down took at most \(refusals.max() ?? 0) s for two requests; \(consumed.count) consumptions and \(ingested.count) receipts acknowledged")
         }
     }
 }
@@ -186,67 +203,60 @@ extension DatabaseOutageTests {
     /// with 503 at once while it is away, and the same process serves reads and writes again
     /// within 5 s of its return.
     @Test func afterAHalfMinuteOutageTheSameServerIsBackWithinFiveSeconds() async throws {
-        try #require(FileManager.default.isExecutableFile(atPath: ServerCrashTests.program.path),
-                     "build the program first (`swift build --build-tests` builds it)")
-        let logger = APIHarness.logger
-        let (server, roles) = try await PrivateServer.start(logger: logger)
-        defer { server.remove() }
-        try await roles.prepareSchema(logger: logger)
-        try await LedgerDatabase.withClient(roles.runtime, maximumConnections: 2, logger: logger) { client in
-            try await ServedApp.with(client, logger: logger) { served in
-                let app = served.app
-                let key = served.key
-                let receipt = try await served.buy("alice", quantity: 10).receipt
-                let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-outage-\(UUID().uuidString).log")
-                defer { try? FileManager.default.removeItem(at: logFile) }
-                let ledger = try await served.startServer(database: roles.runtime, log: logFile)
-                defer { if ledger.process.isRunning { ledger.kill() } }
-                let ingested = try await APIHarness.send(.POST, ledger.base + "/v1/apps/\(app)/receipts", key: key,
-                                                         json: ["userId": "alice", "deviceId": "phone", "receiptData": receipt])
-                #expect(ingested.status == 200, "\(ingested.text)")
+        try await PrivateServer.withServedApp { server, roles, served in
+            let logger = APIHarness.logger
+            let app = served.app
+            let key = served.key
+            let receipt = try await served.buy("alice", quantity: 10).receipt
+            let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-outage-\(UUID().uuidString).log")
+            defer { try? FileManager.default.removeItem(at: logFile) }
+            let ledger = try await served.startServer(database: roles.runtime, log: logFile)
+            defer { if ledger.process.isRunning { ledger.kill() } }
+            let ingested = try await APIHarness.send(.POST, ledger.base + "/v1/apps/\(app)/receipts", key: key,
+                                                     json: ["userId": "alice", "deviceId": "phone", "receiptData": receipt])
+            #expect(ingested.status == 200, "\(ingested.text)")
 
-                try server.local.stop(mode: .immediate)
-                let outageEnds = ContinuousClock.now + .seconds(30)
-                var slowest = Duration.zero
-                var statuses: [Int] = []
-                while ContinuousClock.now < outageEnds {
-                    let started = ContinuousClock.now
-                    let consumed = try? await APIHarness.send(
-                        .POST, ledger.base + "/v1/apps/\(app)/users/alice/consumptions", key: key,
-                        json: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"], headers: [("Idempotency-Key", "during-\(UUID())")]
-                    )
-                    slowest = max(slowest, started.duration(to: .now))
-                    statuses.append(consumed?.status ?? 0)
-                    try await Task.sleep(for: .seconds(1))
-                }
-                #expect(statuses.allSatisfy { $0 == 503 }, "every write while PostgreSQL was away was refused: \(statuses)")
-                #expect(slowest < .seconds(2), "refused at once, not after waiting for the pool")
-
-                _ = try await server.local.start(logger: logger)
-                let returned = ContinuousClock.now
-                let consumption = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
-                let idempotencyKey = "after-\(UUID())"
-                var back: Duration?
-                while back == nil && returned.duration(to: .now) < .seconds(30) {
-                    let health = try? await APIHarness.send(.GET, ledger.base + "/health", key: nil)
-                    let write = try? await APIHarness.send(.POST, ledger.base + "/v1/apps/\(app)/users/alice/consumptions", key: key,
-                                                           raw: consumption, headers: [("Idempotency-Key", idempotencyKey)])
-                    let read = try? await APIHarness.send(.GET, ledger.base + "/v1/apps/\(app)/users/alice/balances", key: key)
-                    if health?.status == 200 && write?.status == 201 && read?.status == 200 {
-                        back = returned.duration(to: .now)
-                    } else {
-                        try await Task.sleep(for: .milliseconds(100))
-                    }
-                }
-                let health = (try? await APIHarness.send(.GET, ledger.base + "/health", key: nil))?.text ?? "no answer"
-                let recovery = try #require(back, "the server was not back within 30 s of PostgreSQL's return: /health says \(health)")
-                #expect(recovery < .seconds(5), "fully back within 5 s of the database's return, took \(recovery)")
-                let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
-                #expect(log.contains("the connection pool, still waiting to retry, is replaced"), "the pool was renewed when the database answered again")
-                let shutdown = ledger.stop()
-                #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outage, took \(shutdown)")
-                print("database outage of 30 s: writes refused with 503 within \(slowest); back \(recovery) after PostgreSQL's return; shutdown \(shutdown)")
+            try server.local.stop(mode: .immediate)
+            let outageEnds = ContinuousClock.now + .seconds(30)
+            var slowest = Duration.zero
+            var statuses: [Int] = []
+            while ContinuousClock.now < outageEnds {
+                let started = ContinuousClock.now
+                let consumed = try? await APIHarness.send(
+                    .POST, ledger.base + "/v1/apps/\(app)/users/alice/consumptions", key: key,
+                    json: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"], headers: [("Idempotency-Key", "during-\(UUID())")]
+                )
+                slowest = max(slowest, started.duration(to: .now))
+                statuses.append(consumed?.status ?? 0)
+                try await Task.sleep(for: .seconds(1))
             }
+            #expect(statuses.allSatisfy { $0 == 503 }, "every write while PostgreSQL was away was refused: \(statuses)")
+            #expect(slowest < .seconds(2), "refused at once, not after waiting for the pool")
+
+            _ = try await server.local.start(logger: logger)
+            let returned = ContinuousClock.now
+            let consumption = try JSONSerialization.data(withJSONObject: ["productId": "coins.100", "quantity": 1, "deviceId": "phone"])
+            let idempotencyKey = "after-\(UUID())"
+            var back: Duration?
+            while back == nil && returned.duration(to: .now) < .seconds(30) {
+                let health = try? await APIHarness.send(.GET, ledger.base + "/health", key: nil)
+                let write = try? await APIHarness.send(.POST, ledger.base + "/v1/apps/\(app)/users/alice/consumptions", key: key,
+                                                       raw: consumption, headers: [("Idempotency-Key", idempotencyKey)])
+                let read = try? await APIHarness.send(.GET, ledger.base + "/v1/apps/\(app)/users/alice/balances", key: key)
+                if health?.status == 200 && write?.status == 201 && read?.status == 200 {
+                    back = returned.duration(to: .now)
+                } else {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            let health = (try? await APIHarness.send(.GET, ledger.base + "/health", key: nil))?.text ?? "no answer"
+            let recovery = try #require(back, "the server was not back within 30 s of PostgreSQL's return: /health says \(health)")
+            #expect(recovery < .seconds(5), "fully back within 5 s of the database's return, took \(recovery)")
+            let log = (try? String(contentsOf: logFile, encoding: .utf8)) ?? ""
+            #expect(log.contains("the connection pool, still waiting to retry, is replaced"), "the pool was renewed when the database answered again")
+            let shutdown = ledger.stop()
+            #expect(shutdown < .seconds(20), "SIGTERM stops the server after the outage, took \(shutdown)")
+            print("database outage of 30 s: writes refused with 503 within \(slowest); back \(recovery) after PostgreSQL's return; shutdown \(shutdown)")
         }
     }
 }

@@ -59,7 +59,7 @@ public struct LogAnchorBuilder: Sendable {
                     ])
                     return summary
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    await connection.rollBackUnlessClosed(logger: logger)
                     throw error
                 }
             }

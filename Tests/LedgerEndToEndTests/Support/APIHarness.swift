@@ -51,7 +51,8 @@ struct APIHarness: Sendable {
     }
 
     static func send(
-        _ method: HTTPMethod, _ url: String, key: String?, json: Any? = nil, raw: Data? = nil, headers: [(String, String)] = []
+        _ method: HTTPMethod, _ url: String, key: String?, json: Any? = nil, raw: Data? = nil, headers: [(String, String)] = [],
+        timeout: TimeAmount = .seconds(30)
     ) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
         request.method = method
@@ -64,7 +65,7 @@ struct APIHarness: Sendable {
             request.headers.add(name: "Content-Type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: raw))
         }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let response = try await HTTPClient.shared.execute(request, timeout: timeout)
         let bytes = try await response.body.collect(upTo: 64 * 1024 * 1024)
         let answer = Answer(status: Int(response.status.code), headers: response.headers, body: Data(bytes.readableBytesView))
         if let path = URL(string: url)?.path, !url.contains("/admin/"), !url.contains("/verifyReceipt") {
