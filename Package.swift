@@ -120,8 +120,8 @@ let package = Package(
         .target(
             name: "LedgerBenchmarks",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections",
-                "AppStore", "AppStoreSimulator", .asyncHTTPClient, .logging, .nioCore, .nioHTTP1,
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "LedgerHTTP",
+                "AppStore", "AppStoreSimulator", .asyncHTTPClient, .hummingbird, .logging, .nioCore, .nioHTTP1,
                 .postgresNIO, .serviceLifecycle,
             ],
             path: "Benchmarks/Sources/LedgerBenchmarks",
@@ -221,7 +221,7 @@ let package = Package(
         .testTarget(
             name: "LedgerBenchmarksTests",
             dependencies: [
-                "LedgerBenchmarks", "LedgerTesting", .logging,
+                "LedgerBenchmarks", "LedgerTesting", .logging, .nioHTTP1,
             ],
             path: "Benchmarks/Tests/LedgerBenchmarksTests",
             swiftSettings: swiftSettings

@@ -10,9 +10,10 @@ import LedgerDomain
 /// they name. ISO 8601 is accepted too, for proxies that rewrite answers.
 public enum AppStoreDate {
     /// The date under `key`, trying `key_ms`, `key`, `key_pst` in that order.
+    /// A date the ledger cannot record (`Date.recordableMilliseconds`) counts as unreadable.
     static func read(_ key: String, in object: LenientJSON) -> Date? {
-        if let millis = object[key + "_ms"].int64 {
-            return Date(milliseconds: millis)
+        if let millis = object[key + "_ms"].int64, let date = Date(recordableMilliseconds: millis) {
+            return date
         }
         for candidate in [key, key + "_pst", key + "_formatted"] {
             if let text = object[candidate].string, let date = parse(text) {
@@ -22,19 +23,17 @@ public enum AppStoreDate {
         return nil
     }
 
-    /// Parses one date text: epoch milliseconds, `yyyy-MM-dd HH:mm:ss ZONE`, or ISO 8601.
+    /// Parses one date text: epoch milliseconds, `yyyy-MM-dd HH:mm:ss ZONE`, or ISO 8601; nil for
+    /// anything else and for dates the ledger cannot record (`Date.recordableMilliseconds`).
     public static func parse(_ text: String) -> Date? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if !trimmed.isEmpty, trimmed.allSatisfy(\.isASCIIDigit), let millis = Int64(trimmed) {
-            return Date(milliseconds: millis)
+        if !trimmed.isEmpty, trimmed.allSatisfy(\.isASCIIDigit) {
+            return Int64(trimmed).flatMap(Date.init(recordableMilliseconds:))
         }
-        if let date = parseZoned(trimmed) {
-            return date
-        }
-        if let date = try? Date(trimmed, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)) {
-            return date
-        }
-        return try? Date(trimmed, strategy: Date.ISO8601FormatStyle())
+        let date = parseZoned(trimmed)
+            ?? (try? Date(trimmed, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
+            ?? (try? Date(trimmed, strategy: Date.ISO8601FormatStyle()))
+        return date.flatMap { $0.isRecordable ? $0 : nil }
     }
 
     /// `2013-01-01 00:00:00 Etc/GMT`, `2012-12-31 16:00:00 America/Los_Angeles`; a zone abbreviation
@@ -48,8 +47,9 @@ public enum AppStoreDate {
               let year = Int(dateParts[0]), let month = Int(dateParts[1]), let day = Int(dateParts[2]),
               let hour = Int(timeParts[0]), let minute = Int(timeParts[1])
         else { return nil }
-        let secondText = timeParts[2]
-        guard let second = Double(secondText) else { return nil }
+        // Seconds from 0 to 60 (a leap second) with an optional fraction; `1e300`, `nan` and `inf`
+        // are numbers to `Double` too, and would trap when made whole below.
+        guard let second = Double(timeParts[2]), second >= 0, second < 61 else { return nil }
         let zone: TimeZone
         if parts.count == 3 {
             guard let named = timeZone(String(parts[2])) else { return nil }

@@ -173,13 +173,12 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
             )
         }
         let answer = Data(bytes.readableBytesView)
-        guard let root = LenientJSON(data: answer), root.object != nil else {
-            throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(shownURL) is not a JSON object"), outcome: .malformedResponse)
+        do throws(ReceiptVerificationError) {
+            let (root, status) = try ReceiptResponseParser.root(of: answer, from: shownURL)
+            return (root, status, answer)
+        } catch {
+            throw HTTPExchangeFailure(error: error, outcome: .malformedResponse)
         }
-        guard let code = root["status"].int else {
-            throw HTTPExchangeFailure(error: .malformedResponse("the answer from \(shownURL) has no numeric 'status'"), outcome: .malformedResponse)
-        }
-        return (root, ReceiptStatus(code: code), answer)
     }
 
     // MARK: Helpers

@@ -8,10 +8,47 @@ import LedgerDomain
 /// carry `receipt.in_app[]`, `latest_receipt_info[]` and `pending_renewal_info[]`. Each transaction is
 /// reported once: where `in_app` and `latest_receipt_info` both list it, the later view wins (it
 /// reflects refunds), without losing a cancellation or expiry only one of them shows.
-struct ReceiptResponseParser {
+public struct ReceiptResponseParser: Sendable {
     let receiptSHA256: String
     /// The endpoint that answered; used when the answer does not say its environment.
     let answeredBy: StoreEnvironment
+
+    public init(receiptSHA256: String, answeredBy: StoreEnvironment) {
+        self.receiptSHA256 = receiptSHA256
+        self.answeredBy = answeredBy
+    }
+
+    /// Reads a whole `verifyReceipt` answer as the verifier does once the App Store has answered,
+    /// without asking the other environment or retrying: a receipt for status 0 or 21006, else the
+    /// error the verifier would end with. Every failure is a `ReceiptVerificationError`.
+    public func read(_ answer: Data) throws(ReceiptVerificationError) -> VerifiedReceipt {
+        let (root, status) = try Self.root(of: answer, from: "the App Store")
+        switch status.handling(isRetryable: ReceiptStatus.isRetryableFlag(in: root)) {
+        case .valid, .validButExpired:
+            do {
+                return try parse(root, status: status, answer: answer)
+            } catch let error as ReceiptVerificationError {
+                throw error
+            } catch {
+                throw .malformedResponse("\(error)")
+            }
+        case .retryLater:
+            throw .unavailable("the \(answeredBy) App Store answered \(status.code) (\(status.meaning))", status: status)
+        case .retryInSandbox, .retryInProduction, .invalid:
+            throw .invalidReceipt(status, environment: answeredBy)
+        }
+    }
+
+    /// The answer's JSON object and its `status`; `source` names who answered, for the message.
+    static func root(of answer: Data, from source: String) throws(ReceiptVerificationError) -> (LenientJSON, ReceiptStatus) {
+        guard let root = LenientJSON(data: answer), root.object != nil else {
+            throw .malformedResponse("the answer from \(source) is not a JSON object")
+        }
+        guard let code = root["status"].int else {
+            throw .malformedResponse("the answer from \(source) has no numeric 'status'")
+        }
+        return (root, ReceiptStatus(code: code))
+    }
 
     /// `answer` is the answer's body as the App Store sent it, kept as it came.
     func parse(_ root: LenientJSON, status: ReceiptStatus, answer: Data = Data()) throws -> VerifiedReceipt {

@@ -2,8 +2,9 @@ import LedgerDomain
 
 /// The event log: append to a stream with an expected version, read a stream, read the log in order.
 public protocol EventStore: Sendable {
-    /// Appends `events` to `stream` atomically, skipping those whose deduplication key is already
-    /// recorded. Throws `StoreError.wrongExpectedVersion` when the stream moved on.
+    /// Appends `events` to `stream` atomically, skipping those whose deduplication key the stream
+    /// has already recorded. Throws `StoreError.wrongExpectedVersion` when the stream moved on, and
+    /// `StoreError.keyHeldByAnotherStream` (recording nothing) when another stream holds a key.
     func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult
 
     /// The stream's events from `version` on, in version order.

@@ -1,3 +1,5 @@
+import LedgerDomain
+
 /// Something the store could not do, with what to do about it.
 ///
 /// Database errors never travel further than this type: callers branch on the code, and the HTTP
@@ -13,12 +15,16 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         case migrationFailed
         case localServer
         case integrity
+        /// The append met deduplication keys recorded in another stream and recorded nothing.
+        case keyHeldByAnotherStream
     }
 
     public let code: Code
     public let message: String
     /// For `wrongExpectedVersion`: the stream, what the writer expected and what the stream was at.
     public let conflict: VersionConflict?
+    /// For `keyHeldByAnotherStream`: the append's keys that another stream holds, and where.
+    public let heldElsewhere: [DeduplicationKey: AppendResult.EventReference]
 
     public struct VersionConflict: Sendable, Hashable {
         public let streamID: String
@@ -32,10 +38,14 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
         }
     }
 
-    private init(_ code: Code, _ message: String, conflict: VersionConflict? = nil) {
+    private init(
+        _ code: Code, _ message: String, conflict: VersionConflict? = nil,
+        heldElsewhere: [DeduplicationKey: AppendResult.EventReference] = [:]
+    ) {
         self.code = code
         self.message = message
         self.conflict = conflict
+        self.heldElsewhere = heldElsewhere
     }
 
     public static func wrongExpectedVersion(stream: String, expected: String, actual: Int64) -> Self {
@@ -48,6 +58,16 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     public static func duplicateEventID(_ id: String) -> Self {
         .init(.duplicateEventID, "event id \(id) is already in the log: give every new event a new id")
+    }
+
+    /// A deduplication key belongs to the stream that recorded it first: an append to another
+    /// stream that carries it is refused whole.
+    public static func keyHeldByAnotherStream(stream: String, _ heldElsewhere: [DeduplicationKey: AppendResult.EventReference]) -> Self {
+        .init(
+            .keyHeldByAnotherStream,
+            "stream '\(stream)': \(heldElsewhere.count) deduplication key(s) of the append are recorded in another stream; nothing was appended",
+            heldElsewhere: heldElsewhere
+        )
     }
 
     public static func invalidInput(_ message: String) -> Self { .init(.invalidInput, message) }

@@ -48,17 +48,24 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     /// Before appending, the events' deduplication keys are looked up, and keys another user's
     /// stream holds refuse the command (a transaction belongs to the first user who posted it).
     /// A caller that has already left such transactions out (`transactionsHeldElsewhere`) passes
-    /// `othersChecked: true` to save the lookup; a claim that lands between its check and the
-    /// append is still refused, from the append's own answer.
+    /// `othersChecked: true` to save the lookup. A key another stream records between the lookup
+    /// and the append is refused by the append itself (`StoreError.keyHeldByAnotherStream`), which
+    /// then records nothing: either way a refused command has recorded nothing.
+    ///
+    /// `beforeAppend` runs once, after the first decision that has events to append passed the
+    /// lookup and before its append: work that must precede the append (keeping the receipt the
+    /// facts name) and is not wanted when the command is refused before it.
     public func execute<Value: Sendable>(
         app bundleID: String,
         user userID: String,
         metadata: [String: String] = [:],
         othersChecked: Bool = false,
         commandKey: DeduplicationKey? = nil,
+        beforeAppend: (() async throws -> Void)? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> Outcome<Value> {
         let stream = try StreamID.user(app: bundleID, user: userID)
+        var beforeAppend = beforeAppend
         var attempt = 0
         while true {
             attempt += 1
@@ -76,16 +83,20 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
             let keyed = commandKey.flatMap { key in events.firstIndex { $0.deduplicationKey == nil }.map { ($0, key) } }
             if let (index, key) = keyed { events[index] = PendingEvent(events[index].event, deduplicationKey: key) }
             let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
+            if let prepare = beforeAppend {
+                beforeAppend = nil
+                try await prepare()
+            }
             do {
-                let result = try await store.append(
-                    newEvents, to: stream, expecting: state.version == 0 ? .noStream : .exactly(state.version)
-                )
-                if let foreign = result.outcomes.lazy.compactMap({ outcome -> AppendResult.EventReference? in
-                    if case .duplicate(let stored) = outcome, stored.streamID != stream.rawValue { return stored }
-                    return nil
-                }).first {
-                    // Another user recorded the same transaction between our check and our append.
-                    throw CommandError.ownedByAnotherUser(position: foreign.position)
+                let result: AppendResult
+                do {
+                    result = try await store.append(
+                        newEvents, to: stream, expecting: state.version == 0 ? .noStream : .exactly(state.version)
+                    )
+                } catch let error as StoreError where error.code == .keyHeldByAnotherStream {
+                    // Another stream recorded one of the keys between our check and our append:
+                    // the append recorded nothing.
+                    throw Self.refusal(error.heldElsewhere, commandKey: keyed?.1)
                 }
                 if let (index, _) = keyed, case .duplicate(let earlier) = result.outcomes[index] {
                     // The same command's twin recorded it first.
@@ -181,10 +192,19 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     /// A transaction belongs to the first user of the app who posted it.
     private func refuseTransactionsOfOtherUsers(_ events: [PendingEvent], stream: StreamID) async throws {
         let found = try await store.recorded(events.compactMap(\.deduplicationKey))
-        // The last of them: an append records the post before the transactions it brought.
-        if let foreign = found.values.filter({ $0.streamID != stream.rawValue }).max(by: { $0.position < $1.position }) {
-            throw CommandError.ownedByAnotherUser(position: foreign.position)
+        let foreign = found.filter { $0.value.streamID != stream.rawValue }
+        if !foreign.isEmpty { throw Self.refusal(foreign, commandKey: nil) }
+    }
+
+    /// The command's refusal when another stream holds some of its keys: its idempotency key
+    /// reused by another user's command, or else facts another user recorded first.
+    private static func refusal(_ heldElsewhere: [DeduplicationKey: AppendResult.EventReference], commandKey: DeduplicationKey?) -> CommandError {
+        if let commandKey, let earlier = heldElsewhere[commandKey] {
+            return CommandError.commandKeyReused(position: earlier.position)
         }
+        // The last of them: an append records the post before the transactions it brought.
+        let position = heldElsewhere.values.map(\.position).max() ?? 0
+        return CommandError.ownedByAnotherUser(position: position)
     }
 }
 

@@ -4,6 +4,7 @@ public struct LedgerInputError: Error, Hashable, Sendable, CustomStringConvertib
         case invalidEventType
         case invalidStreamID
         case invalidJSON
+        case nulCharacter
         case invalidDeduplicationKey
         case repeatedDeduplicationKey
         case emptyAppend
@@ -29,6 +30,11 @@ public struct LedgerInputError: Error, Hashable, Sendable, CustomStringConvertib
 
     public static func invalidJSON(field: String, reason: String) -> Self {
         .init(.invalidJSON, "\(field) must be a JSON object: \(reason)")
+    }
+
+    /// U+0000 in text: PostgreSQL stores it neither in `text` nor in `jsonb`.
+    public static func nulCharacter(field: String) -> Self {
+        .init(.nulCharacter, "\(field) must not contain the NUL character (\\u0000), which the ledger cannot store")
     }
 
     public static func invalidDeduplicationKey(_ reason: String) -> Self {

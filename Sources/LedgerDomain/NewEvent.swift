@@ -57,5 +57,16 @@ public struct NewEvent: Sendable, Hashable {
         guard parsed is [String: Any] else {
             throw .invalidJSON(field: field, reason: "it is JSON, but not an object")
         }
+        // A JSON text holds U+0000 only as an escape; PostgreSQL's jsonb refuses it (22P05).
+        if text.contains("\\u0000"), holdsNUL(parsed) { throw .nulCharacter(field: field) }
+    }
+
+    private static func holdsNUL(_ value: Any) -> Bool {
+        switch value {
+        case let text as String: text.unicodeScalars.contains("\u{0}")
+        case let object as [String: Any]: object.contains { holdsNUL($0.key) || holdsNUL($0.value) }
+        case let array as [Any]: array.contains(where: holdsNUL)
+        default: false
+        }
     }
 }

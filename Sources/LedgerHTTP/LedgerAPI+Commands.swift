@@ -36,6 +36,7 @@ extension LedgerAPI {
         for (field, value) in [("userId", body.userId), ("deviceId", body.deviceId), ("productId", body.productId)] {
             try Self.validateIdentifier(value, field: field)
         }
+        try Self.validateText(body.errorCode, field: "errorCode")
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let outcome = try await execute(app: app, user: body.userId, context, commandKey: commandKey) { state, _ in
                 (try UserDecisions.recordFailure(productId: body.productId, deviceId: body.deviceId, errorCode: body.errorCode,
@@ -51,6 +52,7 @@ extension LedgerAPI {
         let (app, context) = try await authorizedApp(request, context, scope: .admin)
         let transactionID = try Self.parameter("transactionId", context)
         let (body, raw) = try await APIJSON.decode(RevokeBody.self, from: request, limit: APILimits.commandBodyBytes, timeout: configuration.bodyReadTimeout)
+        try Self.validateText(body.reason, field: "reason")
         return try await idempotent(request, context, app: app, body: raw) { commandKey in
             let user = try await owner(of: transactionID, app: app)
             let revokedAt = body.revokedAt ?? Date()

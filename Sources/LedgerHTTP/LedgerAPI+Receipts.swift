@@ -59,7 +59,8 @@ extension LedgerAPI {
     /// first (content-addressed), then the facts are one append: when the App Store is down the
     /// answer is a 503 and the log is untouched, so the same POST later simply succeeds. Posting a
     /// receipt again records nothing new. Transactions another user of the app holds are left
-    /// to them and listed in `notRecorded`.
+    /// to them and listed in `notRecorded`; a post refused (409 `owned_by_another_user`) records
+    /// nothing, and keeps neither the receipt nor the answer unless the refusal came from the append.
     func ingestReceipt(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .ingest)
         let (body, _) = try await APIJSON.decode(ReceiptBody.self, from: request, limit: APILimits.receiptBodyBytes, timeout: configuration.bodyReadTimeout)
@@ -69,32 +70,36 @@ extension LedgerAPI {
         guard !body.receiptData.isEmpty, body.receiptData.utf8.count <= APILimits.receiptDataCharacters else {
             throw APIError.invalidRequest("receiptData must be the base64 receipt, 1 to \(APILimits.receiptDataCharacters) characters", field: "receiptData")
         }
+        try Self.validateText(body.receiptData, field: "receiptData")
         guard Data(base64Encoded: body.receiptData, options: .ignoreUnknownCharacters) != nil else {
             throw APIError.invalidRequest("receiptData is not base64: send the receipt exactly as StoreKit gives it", field: "receiptData")
         }
 
         let receipt = try await verify(body.receiptData, app: app, context: context)
         let answer = receipt.appStoreAnswer
-        // Kept before any fact that names it is appended; looked up meanwhile: what others hold.
-        async let kept: Void = receipts.keep(ReceiptArchive.Document(
+        // An answer the log could not hold is refused before anything of it is kept.
+        try answer.checkRecordable(app: app)
+        // Kept before any fact that names it is appended, and only then: a post refused before its
+        // append (below) keeps nothing.
+        let document = ReceiptArchive.Document(
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
-        ))
+        )
+        let keep = { try await receipts.keep(document) }
         let claimed = Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] }))
-        async let heldAtFirst = handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
-        try await kept
         // Transactions another user holds are left out: a transaction is held elsewhere when its own
         // id is, or its original's (a renewal, upgrade or restore of another user's purchase, on a
-        // shared device's receipt, is theirs too). When another user's post of one of them lands
-        // between this check and the append, the append records nothing and is decided again.
+        // shared device's receipt, is theirs too). Any other fact of the post keyed by what another
+        // user recorded first (renewal info naming the same original transaction with the same
+        // fields) refuses the post (409) before anything is kept. When another user's post of one
+        // of them lands between these checks and the append, the append records nothing and the
+        // post is decided again.
         var attempt = 0
         var elsewhere: [String: Int64]
         var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
         while true {
             attempt += 1
-            let held = attempt == 1
-                ? try await heldAtFirst
-                : try await handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
+            let held = try await handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
             elsewhere = [:]
             for transaction in receipt.transactions {
                 if let position = held[transaction.transactionId] ?? held[transaction.originalTransactionId] {
@@ -102,7 +107,7 @@ extension LedgerAPI {
                 }
             }
             do {
-                outcome = try await execute(app: app, user: body.userId, context, othersChecked: true) { [elsewhere] state, _ in
+                outcome = try await execute(app: app, user: body.userId, context, beforeAppend: keep) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
                         answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
                         excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
@@ -116,6 +121,11 @@ extension LedgerAPI {
             }
         }
 
+        if outcome.append == nil {
+            // Nothing new to record: the receipt and the answer are kept all the same (the same ones
+            // again are stored once).
+            try await receipts.keep(document)
+        }
         var recorded: [RecordedItem] = []
         var duplicates = outcome.value
         if let append = outcome.append {

@@ -128,6 +128,13 @@ extension LedgerAPI {
         }
     }
 
+    /// Free text (a receipt, a reason, an error code): anything but U+0000, which the log cannot store.
+    static func validateText(_ value: String, field: String) throws {
+        if value.unicodeScalars.contains("\u{0}") {
+            throw APIError.invalidRequest(LedgerInputError.nulCharacter(field: field).message, field: field)
+        }
+    }
+
     /// A whole-number query parameter, when given.
     static func integerQuery(_ name: String, _ request: Request, range: ClosedRange<Int64>) throws -> Int64? {
         guard let text = request.uri.queryParameters.get(name) else { return nil }
@@ -225,10 +232,11 @@ extension LedgerAPI {
     /// Runs a command on the user's stream; `commandKey` is the one `idempotent` passes to its commands.
     func execute<Value: Sendable>(
         app: String, user: String, _ context: LedgerRequestContext, othersChecked: Bool = false, commandKey: DeduplicationKey? = nil,
+        beforeAppend: (() async throws -> Void)? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> UserCommandHandler<PostgresEventStore>.Outcome<Value> {
         try await handler.execute(app: app, user: user, metadata: Self.metadata(context), othersChecked: othersChecked,
-                                  commandKey: commandKey, decide)
+                                  commandKey: commandKey, beforeAppend: beforeAppend, decide)
     }
 }
 

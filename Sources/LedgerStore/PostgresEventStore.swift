@@ -84,6 +84,8 @@ public struct PostgresEventStore: EventStore {
                     // The key is recorded (a concurrent append has committed it, or it was there).
                     checkDuplicates = true
                     logger.debug("append met a recorded deduplication key", metadata: ["ledger.stream": "\(stream)"])
+                case (.keyHeldByAnotherStream, _):
+                    throw StoreError.keyHeldByAnotherStream(stream: stream.rawValue, Self.heldElsewhere(error.serverInfo?[.detail]))
                 case (.uniqueViolation, "events_event_id_key"):
                     throw StoreError.duplicateEventID(events.map(\.eventID.uuidString).joined(separator: ", "))
                 case (.invalidTextRepresentation, _), (.invalidParameterValue, _), (.checkViolation, _):
@@ -147,6 +149,24 @@ public struct PostgresEventStore: EventStore {
             await notifier.committed(client: client, logger: logger)
         }
         return result
+    }
+
+    /// The events of other streams that `ledger.append` names in the detail of its LW007 refusal.
+    static func heldElsewhere(_ detail: String?) -> [DeduplicationKey: AppendResult.EventReference] {
+        struct Held: Decodable {
+            let key: String
+            let position: Int64
+            let streamId: String
+            let streamVersion: Int64
+            let eventId: UUID
+        }
+        guard let detail, let held = try? JSONDecoder().decode([Held].self, from: Data(detail.utf8)) else { return [:] }
+        var found: [DeduplicationKey: AppendResult.EventReference] = [:]
+        for event in held {
+            guard let key = try? DeduplicationKey(rawValue: event.key) else { continue }
+            found[key] = .init(eventID: event.eventId, position: event.position, streamID: event.streamId, streamVersion: event.streamVersion)
+        }
+        return found
     }
 
     /// Where each of these keys is recorded, for the keys that are.

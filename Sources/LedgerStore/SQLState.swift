@@ -18,6 +18,9 @@ public enum SQLState: String, Sendable, Hashable {
     case rolesNotPrepared = "LW005"
     /// Raised by the projection functions of migration 0007 for a name that is not a projection's.
     case notAProjection = "LW006"
+    /// Raised by `ledger.append` (migration 0011) when a deduplication key of the append is
+    /// recorded in another stream; the detail is a JSON array of those events.
+    case keyHeldByAnotherStream = "LW007"
     case invalidPassword = "28P01"
     case invalidAuthorizationSpecification = "28000"
     case invalidCatalogName = "3D000"

@@ -90,6 +90,21 @@ struct UserCommandHandlerTests {
         #expect(owner.state.balance(of: "coins") == 1)
     }
 
+    @Test("another user posting the same transaction between the lookup and the append: refused, and nothing of the post is recorded")
+    func transactionOfAnotherUserAtTheAppend() async throws {
+        let store = InMemoryEventStore()
+        let handler = try await Self.handler(store)
+        await store.setBeforeAppend { store in
+            let other = try await Self.handler(store)
+            _ = try await Self.postReceipt(other, user: "u1", [TestTransaction.coins("8")])
+        }
+        let error = try await #require(throws: CommandError.self) {
+            _ = try await Self.postReceipt(handler, user: "u2", [TestTransaction.coins("9"), TestTransaction.coins("8")])
+        }
+        #expect(error.code == .ownedByAnotherUser)
+        #expect(try await handler.reader.state(app: Self.app, user: "u2").version == 0, "not even the new transaction 9")
+    }
+
     @Test("the reader answers as of a past position and folds the catalog of that moment")
     func readsThePast() async throws {
         let store = InMemoryEventStore()

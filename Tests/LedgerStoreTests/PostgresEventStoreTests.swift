@@ -112,21 +112,26 @@ struct PostgresEventStoreTests {
         }
     }
 
-    @Test("the same transaction posted to another stream is reported as the stored event of the first")
+    @Test("an append to another stream carrying a recorded key is refused whole, naming where the key is (LW007)")
     func duplicateAcrossStreams() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
             let owner = try StreamID("user/app/owner")
             let other = try StreamID("user/app/someone-else")
             let first = try await store.append([try .purchase("shared")], to: owner, expecting: .any)
-            let second = try await store.append([try .purchase("shared")], to: other, expecting: .any)
-            guard case .duplicate(let stored) = second.outcomes[0] else {
-                Issue.record("expected a duplicate, got \(second.outcomes)")
-                return
+            // Fast path (unique violation) then the checking path; with a new event besides, which must not land.
+            let error = try await #require(throws: StoreError.self) {
+                try await store.append([try .purchase("fresh"), try .purchase("shared")], to: other, expecting: .any)
             }
-            #expect(stored.streamID == owner.rawValue)
-            #expect(stored.position == first.position)
+            #expect(error.code == .keyHeldByAnotherStream)
+            let key = try DeduplicationKey.appStoreTransaction(app: "com.example.app", environment: .sandbox, kind: .payment, transactionID: "shared")
+            #expect(error.heldElsewhere[key]?.streamID == owner.rawValue)
+            #expect(error.heldElsewhere[key]?.position == first.position)
+            #expect(error.heldElsewhere.count == 1)
             #expect(try await store.readStream(other, fromVersion: 1, limit: 10).isEmpty)
+            // The owner's own retry is still a duplicate.
+            let retried = try await store.append([try .purchase("shared")], to: owner, expecting: .any)
+            #expect(retried.isDuplicate)
         }
     }
 

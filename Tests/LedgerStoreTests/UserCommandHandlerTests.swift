@@ -87,6 +87,34 @@ struct UserCommandHandlerTests {
         }
     }
 
+    @Test("a key another user recorded after the lookup is refused by the append itself: nothing of the post is recorded")
+    func ownedByAnotherUserAtTheAppend() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let handler = try await handler(client)
+            let first = try await postReceipt(handler, user: "alice", [TestTransaction.coins("600")])
+            let events = try await Self.eventCount(client)
+            // othersChecked: the lookup is skipped, as when alice's post lands between it and the append;
+            // the post, a new transaction and alice's transaction go to one append.
+            let error = try await #require(throws: CommandError.self) {
+                _ = try await handler.execute(app: Self.app, user: "mallory", othersChecked: true) { state, _ in
+                    let decision = try TestReceipts.observe([TestTransaction.coins("601"), TestTransaction.coins("600")], app: Self.app, on: state)
+                    return (decision.events, ())
+                }
+            }
+            #expect(error.code == .ownedByAnotherUser)
+            #expect(error.position == first.append?.position)
+            #expect(try await Self.eventCount(client) == events, "nothing appended, not even the new transaction")
+            #expect(try await handler.reader.state(app: Self.app, user: "mallory").version == 0)
+        }
+    }
+
+    static func eventCount(_ client: DatabasePool) async throws -> Int64 {
+        for try await count in try await client.query("SELECT count(*) FROM ledger.events", logger: TestDatabase.logger).decode(Int64.self) {
+            return count
+        }
+        return -1
+    }
+
     @Test("a product unknown when bought is recorded as unknown; the catalog as of a position is what it was then")
     func catalogAsOf() async throws {
         try await TestDatabase.withDatabase { client, _ in

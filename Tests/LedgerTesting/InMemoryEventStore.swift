@@ -4,7 +4,8 @@ import LedgerDomain
 
 /// The event store's contract held in memory, for application tests that need no database: one
 /// log in position order, versions per stream, expected-version checks and deduplication keys
-/// that record a fact once across every stream, as `PostgresEventStore` keeps them.
+/// that record a fact once across every stream (an append meeting another stream's key is
+/// refused whole), as `PostgresEventStore` keeps them.
 public actor InMemoryEventStore: EventStore {
     private var log: [RecordedEvent] = []
     private var keys: [String: AppendResult.EventReference] = [:]
@@ -21,6 +22,13 @@ public actor InMemoryEventStore: EventStore {
         if let hook = beforeAppend {
             beforeAppend = nil
             try await hook(self)
+        }
+        var heldElsewhere: [DeduplicationKey: AppendResult.EventReference] = [:]
+        for key in events.compactMap(\.deduplicationKey) {
+            if let stored = keys[key.rawValue], stored.streamID != stream.rawValue { heldElsewhere[key] = stored }
+        }
+        guard heldElsewhere.isEmpty else {
+            throw StoreError.keyHeldByAnotherStream(stream: stream.rawValue, heldElsewhere)
         }
         var batchKeys: [String: Int] = [:]
         var fresh: [(index: Int, event: NewEvent)] = []

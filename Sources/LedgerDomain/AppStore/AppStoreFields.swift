@@ -17,8 +17,9 @@ public struct AppStoreFields: Hashable, Sendable {
         return value
     }
 
+    /// Milliseconds win; dates the ledger cannot record (`Date.recordableMilliseconds`) are unreadable.
     public func date(_ key: String) -> Date? {
-        if let milliseconds = self["\(key)_ms"].flatMap(Int64.init) { return Date(milliseconds: milliseconds) }
+        if let milliseconds = self["\(key)_ms"].flatMap(Int64.init), let date = Date(recordableMilliseconds: milliseconds) { return date }
         return self[key].flatMap(Self.parseAppleDate)
     }
 

@@ -44,13 +44,14 @@ public enum LedgerJSON {
         return base.dropLast() + "." + String(repeating: "0", count: 3 - String(millis).count) + String(millis) + "Z"
     }
 
+    /// A UTC time in ISO 8601, when it is one the ledger can record (`Date.isRecordable`).
     public static func parseTimestamp(_ text: String) -> Date? {
         // Text in the stored shape is judged by the strict reader alone: Foundation's would roll
         // February 30 over into March.
         if text.utf8.count == 24, text.hasSuffix("Z"), text.utf8[text.utf8.index(text.utf8.startIndex, offsetBy: 19)] == UInt8(ascii: ".") {
             return parseCanonicalTimestamp(text)
         }
-        return parseAnyTimestamp(text)
+        return parseAnyTimestamp(text).flatMap { $0.isRecordable ? $0 : nil }
     }
 
     /// The stored form, `yyyy-MM-ddTHH:mm:ss.SSSZ`, read without a formatter: replays read it

@@ -43,6 +43,40 @@ public struct AppStoreAnswer: Hashable, Sendable {
     }
 }
 
+extension AppStoreAnswer {
+    /// Refuses an answer whose facts the log could not hold, so that a caller can check before it
+    /// keeps anything of the answer: every transaction needs a `transaction_id`, and it and every
+    /// renewal-info entry's `original_transaction_id` must fit in a deduplication key (no '/', no
+    /// control characters, not too long); no field may hold U+0000, which PostgreSQL can store
+    /// neither in text nor in JSON. `observeReceipt` checks the same.
+    public func checkRecordable(app bundleID: String) throws(DecisionError) {
+        func check(_ id: String, _ name: String) throws(DecisionError) {
+            do {
+                // The longest key an id is recorded under: a renewal-info fact with its digest.
+                _ = try DeduplicationKey.appStoreFact(app: bundleID, environment: environment, kind: .renewalInfo, id: id,
+                                                      digest: String(repeating: "0", count: 64))
+            } catch {
+                throw .invalidInput("the App Store's answer has a \(name) the ledger cannot record ('\(id.prefix(80))': \(error.message)); nothing of this receipt was recorded")
+            }
+        }
+        for fields in transactions {
+            guard let id = fields["transaction_id"], !id.isEmpty else {
+                throw .invalidInput("the App Store's answer lists a transaction without transaction_id, so nothing of this receipt was recorded; post it again later")
+            }
+            try check(id, "transaction_id")
+        }
+        for entry in renewalInfo {
+            if let original = entry["original_transaction_id"], !original.isEmpty { try check(original, "original_transaction_id") }
+        }
+        for fields in transactions + renewalInfo {
+            if let field = fields.first(where: { $0.key.unicodeScalars.contains("\u{0}") || $0.value.unicodeScalars.contains("\u{0}") }) {
+                let name = field.key.unicodeScalars.contains("\u{0}") ? "a field name" : "'\(field.key)'"
+                throw .invalidInput("the App Store's answer holds the NUL character (\\u0000) in \(name), which the ledger cannot store; nothing of this receipt was recorded")
+            }
+        }
+    }
+}
+
 /// The decisions taken on one user's stream. Pure: given the stream's state (and the catalog),
 /// each returns the events to append or refuses with a `DecisionError`. The caller appends them
 /// with the state's version as the expected version and decides again on a conflict.
@@ -73,6 +107,7 @@ public enum UserDecisions {
                 throw .invalidInput(error.message)
             }
         }
+        try answer.checkRecordable(app: bundleID)
         var observations: [PendingEvent] = []
         var duplicates: [String] = []
         let ordered = answer.transactions.map(AppStoreFields.init).sorted {
