@@ -71,23 +71,18 @@ public struct HealthController: Sendable {
                 // pool would queue the reads until it gives up): given up on when the monitor sees
                 // the database down (it probes every second), or after 10 s of a database too slow
                 // to call healthy.
-                let read = try await withThrowingTaskGroup(of: LedgerHealth?.self) { group in
-                    group.addTask { [client, thresholds, logger] in
-                        try await LedgerHealth.read(client, thresholds: thresholds, logger: logger)
+                // Given up rather than awaited (see `untilAbandoned`).
+                let read = try await untilAbandoned { [client, thresholds, logger] in
+                    try await LedgerHealth.read(client, thresholds: thresholds, logger: logger)
+                } abandonWhen: { [monitor] in
+                    await withTaskGroup(of: Void.self) { race in
+                        if let monitor { race.addTask { await monitor.waitUntilDown() } }
+                        race.addTask { try? await Task.sleep(for: .seconds(10)) }
+                        await race.next()
+                        race.cancelAll()
                     }
-                    group.addTask { [monitor] in
-                        await withTaskGroup(of: Void.self) { race in
-                            if let monitor { race.addTask { await monitor.waitUntilDown() } }
-                            race.addTask { try? await Task.sleep(for: .seconds(10)) }
-                            await race.next()
-                            race.cancelAll()
-                        }
-                        return nil
-                    }
-                    defer { group.cancelAll() }
-                    return try await group.next() ?? nil
+                    return HealthTimeout()
                 }
-                guard let read else { throw HealthTimeout() }
                 health = read
             } catch {
                 return try APIJSON.response(

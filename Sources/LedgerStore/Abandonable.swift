@@ -10,7 +10,11 @@ import Synchronization
 /// wrong instant (a statement written to a connection as it closes, a COPY in flight): a task
 /// that awaits them directly never resumes, and cancelling it does not help either. The task left
 /// behind holds only a connection that is closed.
-func untilAbandoned<Result: Sendable>(
+///
+/// A task group with a timer child is no substitute: the group waits for every child before it
+/// returns, so a child that never resumes keeps it, and whoever awaits it, waiting for ever (the
+/// database monitor stopped for good that way, and with it the 503s of the next outage).
+public func untilAbandoned<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result,
     abandonWhen: @escaping @Sendable () async -> (any Error)?
 ) async throws -> Result {
@@ -41,6 +45,23 @@ extension PostgresConnection {
             return { ConnectionCloseWatch.shared.unwatch(token) }
         }
     }
+}
+
+/// Runs `operation`, and gives it up after `limit` with `TimedOut` (see `untilAbandoned`).
+public func untilAbandoned<Result: Sendable>(
+    after limit: Duration,
+    _ operation: @escaping @Sendable () async throws -> Result
+) async throws -> Result {
+    try await untilAbandoned(operation) {
+        try? await Task.sleep(for: limit)
+        return TimedOut(limit: limit)
+    }
+}
+
+/// A wait given up after its time limit.
+public struct TimedOut: Error, CustomStringConvertible {
+    public let limit: Duration
+    public var description: String { "no answer within \(limit)" }
 }
 
 /// Runs `operation` in a task of its own; `arm` sets up what may end the wait first (it calls

@@ -103,26 +103,23 @@ public final class DatabaseMonitor: Service, Sendable {
         // Requests still waiting for an outage are let go when they end (their watchers are cancelled).
     }
 
-    /// nil when the database answered; else why not.
+    /// nil when the database answered within a second; else why not. The probe is given up, not
+    /// awaited, when it takes longer: postgres-nio may never answer a statement on a connection
+    /// PostgreSQL drops at that instant, and the monitor must go on probing.
     private func probe() async -> String? {
         do {
-            return try await withThrowingTaskGroup(of: String?.self) { group in
-                group.addTask { [settings, logger] in
-                    let connection = try await PostgresConnection.connect(
-                        configuration: settings.connectionConfiguration, id: 0, logger: logger
-                    )
-                    defer { Task { try? await connection.close() } }
-                    _ = try await connection.query("SELECT 1", logger: logger).collect()
-                    return nil
+            try await untilAbandoned(after: .seconds(1)) { [settings, logger] in
+                let connection = try await PostgresConnection.connect(
+                    configuration: settings.connectionConfiguration, id: 0, logger: logger
+                )
+                defer { Task { try? await connection.close() } }
+                _ = try await connection.unlessClosed(during: "the monitor's probe") {
+                    try await connection.query("SELECT 1", logger: logger).collect()
                 }
-                group.addTask {
-                    try await Task.sleep(for: .seconds(1))
-                    return "PostgreSQL did not answer within 1 s"
-                }
-                let first = try await group.next() ?? nil
-                group.cancelAll()
-                return first
             }
+            return nil
+        } catch is TimedOut {
+            return "PostgreSQL did not answer within 1 s"
         } catch let error as PSQLError {
             return error.serverInfo?[.message] ?? "\(error.code)"
         } catch {

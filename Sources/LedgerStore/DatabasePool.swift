@@ -47,20 +47,12 @@ public final class DatabasePool: Service, Sendable {
 
     public var renewal: Renewal { pools.withLock { $0.renewal } }
 
-    /// Whether the pool lends a connection that answers within `patience`.
+    /// Whether the pool lends a connection that answers within `patience` (the attempt is given
+    /// up, not awaited, after that: see `untilAbandoned`).
     public func answers(within patience: Duration, logger: Logger) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [current] in
-                (try? await current.query("SELECT 1", logger: logger).collect()) != nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: patience)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        (try? await untilAbandoned(after: patience) { [self] in
+            try await query("SELECT 1", logger: logger)
+        }) != nil
     }
 
     /// Replaces the pool: from now on connections come from a new one that connects at once,

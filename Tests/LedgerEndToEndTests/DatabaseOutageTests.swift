@@ -285,11 +285,12 @@ extension DatabaseOutageTests {
     }
 }
 
-/// A GET's answer, or what the client saw instead of one.
+/// A GET's answer, or what the client saw instead of one (within 5 s: while PostgreSQL is down
+/// the ledger answers within a second).
 private func probe(_ url: String, key: String?) async -> (answer: APIHarness.Answer?, failure: String) {
     let started = ContinuousClock.now
     do {
-        return (try await APIHarness.send(.GET, url, key: key), "")
+        return (try await APIHarness.send(.GET, url, key: key, timeout: .seconds(5)), "")
     } catch {
         return (nil, "no answer after \(started.duration(to: .now)): \(String(reflecting: error))")
     }
