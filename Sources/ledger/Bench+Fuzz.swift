@@ -41,16 +41,15 @@ extension Bench {
             } else {
                 fixtureAnswers = []
             }
-            let settings = try await options.databaseSettings(logger: logger)
-            let scratch = settings.with(database: settings.database + "_fuzz")
-            try await LedgerDatabase.recreate(database: scratch.database, on: settings, logger: logger)
+            // Created and migrated by the owner when one is known; the cases run as the server's role.
+            let roles = try await options.databaseRoles(logger: logger)
+            let scratch = try await roles.recreate(database: roles.runtime.database + "_fuzz", logger: logger).runtime
             Output.error("bench fuzz: seed \(seed), \(cases) cases, scratch database \(scratch.database), \(fixtureAnswers.count) fixture answers")
             Output.error("bench fuzz: to run these cases again: ledger bench fuzz --seed \(seed) --cases \(cases)")
             let (cases, trace) = (self.cases, self.trace)
             let terminal = Output.errorIsTerminal
             let report = try await LedgerDatabase.withClient(scratch, maximumConnections: 20, logger: logger) { client in
-                try await Migrator.bundled().migrate(client, logger: logger)
-                return try await LedgerFuzzWorld.run(client: client, settings: scratch, logger: logger) { world in
+                try await LedgerFuzzWorld.run(client: client, settings: scratch, logger: logger) { world in
                     let parser = try ReceiptParserFuzz(answers: world.simulatorAnswers + fixtureAnswers, products: LedgerFuzzWorld.products)
                     let api = try LedgerAPIFuzz(world: world, seed: seed, answers: fixtureAnswers)
                     return try await MutationFuzzer(parser: parser, api: api).run(.init(cases: cases, seed: seed)) { index, target in
@@ -65,7 +64,7 @@ extension Bench {
             }
             if terminal, !trace { Output.error("") }
             if !keep {
-                try await LedgerDatabase.drop(database: scratch.database, on: settings, logger: logger)
+                try await roles.drop(database: scratch.database, logger: logger)
             }
             Output.line("fuzz seed=\(seed) cases=\(report.cases)")
             for line in report.lines { Output.line(line) }

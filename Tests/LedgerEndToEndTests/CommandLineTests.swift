@@ -145,4 +145,25 @@ import Testing
             #expect(nobody.errors.contains("'alcie' has no events"), "\(nobody.errors)")
         }
     }
+
+    /// The benchmarks that work in scratch databases create them as the owner and run as the
+    /// server's role, as an operator runs them against an external server with both URLs.
+    @Test func theScratchBenchmarksRunWithTheTwoRolesAndSayWhatIsMissingWithout() async throws {
+        try await TestDatabase.withDatabase { _, settings in
+            let owner = try await TestDatabase.ownerSettings(for: settings)
+            let withOwner: [String: String?] = ["LEDGER_OWNER_DATABASE_URL": owner.url(showingPassword: true)]
+            let fuzz = try await Self.ledger(["bench", "fuzz", "--cases", "40", "--seed", "13"], database: settings, environment: withOwner)
+            #expect(fuzz.status == 0, "\(fuzz.errors)")
+            #expect(fuzz.output.contains("total cases=40 "), "\(fuzz.output)")
+            #expect(fuzz.output.contains("crash=0 5xx=0 unexplained=0 recorded-on-refusal=0 projection-failed=0"), "\(fuzz.output)")
+            let append = try await Self.ledger(["bench", "append", "--events", "40", "--concurrency", "2"], database: settings, environment: withOwner)
+            #expect(append.status == 0, "\(append.errors)")
+            #expect(append.output.contains("ratio"), "\(append.output)")
+
+            // The server's role alone may not create databases: the command says what to give it.
+            let alone = try await Self.ledger(["bench", "fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
+            #expect(alone.status != 0)
+            #expect(alone.errors.contains("may not create or drop databases"), "\(alone.errors)")
+        }
+    }
 }
