@@ -1,4 +1,5 @@
 import LedgerApplication
+import Logging
 import PostgresNIO
 import Synchronization
 
@@ -44,6 +45,23 @@ extension PostgresConnection {
             }
             return { ConnectionCloseWatch.shared.unwatch(token) }
         }
+    }
+}
+
+extension PostgresConnection {
+    /// The rows of `query`, all read, through postgres-nio's collecting path rather than its row
+    /// sequence.
+    ///
+    /// The row sequence applies back-pressure: after each batch it holds the channel's next read
+    /// until the consumer asks for more. When PostgreSQL closes the connection in that state, NIO
+    /// hands over the rest of the socket without a read, and postgres-nio 1.33.2 stops the whole
+    /// process on a precondition (`RowStreamStateMachine.channelReadComplete`: "How can we receive a
+    /// body part, after a channelReadComplete, but no read has been forwarded yet"): `ledger serve`
+    /// died that way when PostgreSQL crashed under load. The collecting path asks for more rows as
+    /// soon as it receives some, so a read is never held.
+    func allRows(_ query: PostgresQuery, logger: Logger, file: String = #fileID, line: Int = #line) async throws -> [PostgresRow] {
+        let result: EventLoopFuture<PostgresQueryResult> = self.query(query, logger: logger, file: file, line: line)
+        return try await result.get().rows
     }
 }
 

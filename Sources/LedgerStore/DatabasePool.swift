@@ -111,18 +111,31 @@ public final class DatabasePool: Service, Sendable {
 
     // MARK: - PostgresClient's methods, on the current pool
 
-    /// A connection the pool lends may have closed since it last looked (PostgreSQL went away);
-    /// one that has is refused here as an outage, since a statement written to it would never be
-    /// answered (see `rollBackUnlessClosed`).
+    /// A connection the pool lends may have closed since it last looked (PostgreSQL ended that
+    /// session, or went away); a statement written to it would never be answered (see
+    /// `rollBackUnlessClosed`). Nothing was sent on it, so another is asked for, up to three times;
+    /// then it is an outage.
     public func withConnection<Result>(
         isolation: isolated (any Actor)? = #isolation,
         _ closure: (PostgresConnection) async throws -> sending Result
     ) async throws -> sending Result {
-        try await current.withConnection(isolation: isolation) { connection in
-            guard !connection.isClosed else { throw StoreError.databaseUnavailable("the connection to PostgreSQL closed") }
-            return try await closure(connection)
+        var attempt = 1
+        while true {
+            do {
+                return try await current.withConnection(isolation: isolation) { connection in
+                    guard !connection.isClosed else { throw ClosedWhenLent() }
+                    return try await closure(connection)
+                }
+            } catch is ClosedWhenLent {
+                guard attempt < Self.leaseAttempts else { throw StoreError.databaseUnavailable("the connection to PostgreSQL closed") }
+                attempt += 1
+            }
         }
     }
+
+    private struct ClosedWhenLent: Error {}
+
+    static let leaseAttempts = 3
 
     /// Runs `query` on a connection of the current pool and returns its rows, all read.
     ///
@@ -140,7 +153,7 @@ public final class DatabasePool: Service, Sendable {
         let logger = logger ?? Self.silent
         return try await withConnection { connection in
             QueryRows(rows: try await connection.unlessClosed(during: "a statement") {
-                try await connection.query(query, logger: logger, file: file, line: line).collect()
+                try await connection.allRows(query, logger: logger, file: file, line: line)
             })
         }
     }

@@ -70,6 +70,59 @@ struct ConnectionCloseWatchTests {
     }
 }
 
+extension ConnectionCloseWatchTests {
+    /// A result several megabytes long, its session ended by PostgreSQL (as a crash or restart
+    /// would) while the rows stream in: the statement fails as an outage. Read through postgres-nio's
+    /// row sequence, a close while it held a read for its consumer stopped the whole process.
+    @Test("a connection PostgreSQL ends while a long result streams in fails the statement as an outage, and nothing else")
+    func aSessionEndedMidResultIsAnOutage() async throws {
+        try await TestDatabase.withDatabase(migrate: false) { client, _ in
+            let logger = TestDatabase.logger
+            var ended = 0
+            for round in 0..<10 {
+                let tag = "stream-\(round)-\(UInt32.random(in: 0...UInt32.max))"
+                async let read: Result<Int, any Error> = {
+                    do {
+                        let rows = try await client.query(
+                            "SELECT \(tag)::text, repeat('x', 2000) FROM generate_series(1, 20000)", logger: logger
+                        )
+                        return .success(rows.collect().count)
+                    } catch {
+                        return .failure(error)
+                    }
+                }()
+                // End the session that runs the statement once it is running (the server's role
+                // may end its own sessions), from another of the pool's connections.
+                let deadline = ContinuousClock.now + .seconds(5)
+                while ContinuousClock.now < deadline {
+                    // The pool may lend a connection an earlier round ended: an outage, tried again.
+                    let ended = (try? await client.query(
+                        """
+                        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                        WHERE query LIKE 'SELECT $1::text, repeat%' AND state = 'active' AND pid <> pg_backend_pid()
+                          AND datname = current_database()
+                        """,
+                        logger: logger
+                    ).collect()) ?? []
+                    if !ended.isEmpty { break }
+                    try await Task.sleep(for: .milliseconds(5))
+                }
+                switch await read {
+                case .success(let count):
+                    // The statement finished before it could be ended: every row arrived.
+                    #expect(count == 20000)
+                case .failure(let error):
+                    ended += 1
+                    #expect(DatabaseOutage.isOutage(error), "\(String(reflecting: error))")
+                }
+            }
+            #expect(ended > 0, "no statement was ended mid-way in 10 rounds")
+            // The pool goes on lending connections that work.
+            #expect(try await eventually(timeout: .seconds(10)) { (try? await client.query("SELECT 1", logger: logger))?.collect().count == 1 })
+        }
+    }
+}
+
 /// Set once, read by many.
 private actor Flag {
     private(set) var isSet = false
