@@ -4,24 +4,20 @@
 /// Each case draws from a generator of its own, derived from the run's seed and the case's index,
 /// so case 7,412 of a run can be made again without making the 7,411 before it.
 public struct FuzzRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var mixer: SplitMix
 
     public init(seed: UInt64) {
-        state = seed
+        mixer = SplitMix(seed: seed)
     }
 
     /// The generator of case `index` of the run seeded with `seed`.
     public init(seed: UInt64, case index: Int) {
-        var mixer = FuzzRandom(seed: seed ^ (UInt64(truncatingIfNeeded: index) &* 0xD1B5_4A32_D192_ED03))
-        state = mixer.next()
+        var seeding = SplitMix(seed: seed ^ (UInt64(truncatingIfNeeded: index) &* 0xD1B5_4A32_D192_ED03))
+        mixer = SplitMix(seed: seeding.next())
     }
 
     public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        mixer.next()
     }
 
     /// True with probability `percent` / 100.
