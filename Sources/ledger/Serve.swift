@@ -179,8 +179,11 @@ struct Serve: AsyncParsableCommand {
         let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
                                   logger: logger)
-        let projections = ProjectionRunner(
-            client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger
+        // Several servers may share the database (behind a load balancer): one at a time runs the
+        // projections, the others stand by.
+        let projections = ProjectionLeadership(
+            runner: ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger),
+            configuration: try settings.connectionConfiguration, logger: logger
         )
         let application = server.application(services: [client, monitor, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
