@@ -28,9 +28,8 @@ extension PostgresConnection {
     /// a connection that has closed: a ROLLBACK after a dropped connection waited for ever, and with
     /// it the projection or request that sent it. Given up, too, if the connection closes meanwhile.
     func rollBackUnlessClosed(logger: Logger) async {
-        guard !isClosed else { return }
         _ = try? await unlessClosed(during: "a ROLLBACK") {
-            _ = try await self.query("ROLLBACK", logger: logger).collect()
+            _ = try await self.allRows("ROLLBACK", logger: logger)
         }
     }
 }

@@ -235,9 +235,9 @@ struct Migrate: AsyncParsableCommand {
 
 /// Ends the process if a graceful shutdown has not ended the server within `patience`.
 ///
-/// A request whose connection PostgreSQL dropped at the wrong instant can wait for ever inside
-/// postgres-nio (see `rollBackUnlessClosed`), and the HTTP server's graceful shutdown waits for
-/// every request it has. Nothing is lost by leaving: every write is one transaction, committed or
+/// The HTTP server's graceful shutdown waits for every request it has, and the waits postgres-nio
+/// can leave unanswered are given up (see `unlessClosed`), but should anything still wait, the
+/// process must not hang. Nothing is lost by leaving: every write is one transaction, committed or
 /// not. `disarm()` once the server has stopped: the process may have more to do (a benchmark).
 final class ShutdownDeadline: Service, Sendable {
     static let patience = Duration.seconds(15)
@@ -256,7 +256,7 @@ final class ShutdownDeadline: Service, Sendable {
         let task = Task.detached {
             try? await Task.sleep(for: Self.patience)
             guard !Task.isCancelled else { return }
-            logger.error("shutdown did not finish within \(Self.patience): requests still wait on connections PostgreSQL dropped; exiting now (nothing uncommitted was recorded)")
+            logger.error("shutdown did not finish within \(Self.patience): a request or a projection batch still waits; exiting now (a write not yet committed was not recorded: sent again, it is recorded once)")
             exit(EXIT_FAILURE)
         }
         timer.withLock { $0 = task }
