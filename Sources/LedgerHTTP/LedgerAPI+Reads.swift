@@ -40,13 +40,10 @@ extension LedgerAPI {
     func entitlements(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let at = try Self.timeQuery("at", request) ?? Date()
         let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.entitlements)
-        async let owned = reads.owned(app: app, user: user)
-        async let periods = reads.periods(app: app, user: user)
-        async let balances = reads.balances(app: app, user: user)
-        let (ownedRows, periodRows, balanceRows) = try await (owned, periods, balances)
-        try await requireUser(app: app, user: user, hasRows: !(ownedRows.isEmpty && periodRows.isEmpty && balanceRows.isEmpty))
-        let entitlements = Entitlements(at: at, owned: ownedRows.map(\.owned), periods: periodRows.map(\.period),
-                                        balances: balanceRows.map(\.consumableBalance))
+        let rows = try await reads.entitlementRows(app: app, user: user)
+        guard rows.userExists || !(rows.owned.isEmpty && rows.periods.isEmpty && rows.balances.isEmpty) else { throw APIError.unknownUser(user) }
+        let entitlements = Entitlements(at: at, owned: rows.owned.map(\.owned), periods: rows.periods.map(\.period),
+                                        balances: rows.balances.map(\.consumableBalance))
         return try APIJSON.response(EntitlementsBody(userId: user, position: position, entitlements))
     }
 

@@ -35,18 +35,21 @@ public struct LedgerAPI: Sendable {
     let client: DatabasePool
     let logger: Logger
 
-    /// - Parameter secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
+    /// - Parameters:
+    ///   - secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
+    ///   - changes: what a running `ChangeFeed` keeps in memory (accepted keys, the projection
+    ///     registry), so that reads cost one query; nil asks the database every time.
     public init(
         client: DatabasePool, verifier: any ReceiptVerifier, configuration: Configuration = .init(),
-        secrets: SecretSealer? = nil, logger: Logger
+        secrets: SecretSealer? = nil, changes: ChangeFeed? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.store = PostgresEventStore(client: client, logger: logger)
         self.handler = UserCommandHandler(store: store, logger: logger)
-        self.registry = AppRegistry(client: client, logger: logger, secrets: secrets)
+        self.registry = AppRegistry(client: client, logger: logger, secrets: secrets, acceptedKeys: changes?.keys)
         self.access = APIAccess(registry: registry)
         self.idempotency = IdempotencyStore(client: client, logger: logger)
-        self.reads = UserReadModels(client: client, logger: logger)
+        self.reads = UserReadModels(client: client, board: changes?.projections, logger: logger)
         self.receipts = ReceiptArchive(client: client, logger: logger)
         self.verifier = verifier
         self.client = client

@@ -40,20 +40,25 @@ public struct LedgerServer: Sendable {
     let secrets: SecretSealer?
     /// When given (and run as a service), requests are refused at once while the database is down.
     let monitor: DatabaseMonitor?
+    /// When given (and run as a service), API keys and projection positions are kept in memory.
+    let changes: ChangeFeed?
     let logger: Logger
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed App Store shared secrets; nil when no key is configured.
     ///   - monitor: when given (and run as a service), requests are refused at once while the database is down.
+    ///   - changes: when given (and run as a service), API keys and projection positions are kept in
+    ///     memory, true to the database by its announcements: a read costs one query.
     public init(
         configuration: Configuration, client: DatabasePool, verifier: any ReceiptVerifier, secrets: SecretSealer? = nil,
-        monitor: DatabaseMonitor? = nil, logger: Logger
+        monitor: DatabaseMonitor? = nil, changes: ChangeFeed? = nil, logger: Logger
     ) {
         self.configuration = configuration
         self.client = client
         self.verifier = verifier
         self.secrets = secrets
         self.monitor = monitor
+        self.changes = changes
         self.logger = logger
     }
 
@@ -69,7 +74,7 @@ public struct LedgerServer: Sendable {
         HealthController(client: client, thresholds: configuration.health, monitor: monitor, logger: logger).addRoutes(to: router)
         OpenAPIController().addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
-        LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, secrets: secrets, logger: logger)
+        LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, secrets: secrets, changes: changes, logger: logger)
             .addRoutes(to: router)
         return router
     }

@@ -177,15 +177,16 @@ struct Serve: AsyncParsableCommand {
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
         let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
+        let changes = ChangeFeed(configuration: try settings.connectionConfiguration, logger: logger)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
-                                  logger: logger)
+                                  changes: changes, logger: logger)
         // Several servers may share the database (behind a load balancer): one at a time runs the
         // projections, the others stand by.
         let projections = ProjectionLeadership(
             runner: ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger),
             configuration: try settings.connectionConfiguration, logger: logger
         )
-        let application = server.application(services: [client, monitor, projections]) { boundPort in
+        let application = server.application(services: [client, monitor, changes, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(configuration.host):\(boundPort)"])
             await onServerRunning(boundPort)
         }

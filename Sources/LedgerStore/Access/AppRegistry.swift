@@ -15,11 +15,14 @@ public struct AppRegistry: Sendable {
     let secrets: SecretSealer?
     /// Tokens refused lately, so that a caller repeating a wrong key costs no query.
     let refusedTokens = RefusedTokenCache()
+    /// Keys accepted lately, kept while a `ChangeFeed` listens for revocations; nil keeps none.
+    let acceptedKeys: AcceptedKeys?
 
-    public init(client: DatabasePool, logger: Logger, secrets: SecretSealer? = nil) {
+    public init(client: DatabasePool, logger: Logger, secrets: SecretSealer? = nil, acceptedKeys: AcceptedKeys? = nil) {
         self.client = client
         self.logger = logger
         self.secrets = secrets
+        self.acceptedKeys = acceptedKeys
     }
 
     // MARK: Apps
@@ -183,6 +186,8 @@ public struct AppRegistry: Sendable {
                              name: name, createdAt: createdAt, revokedAt: revokedAt)
         }
         guard let key = revoked else { throw AccessError.unknownKey(keyID) }
+        // Other servers learn of it from the announcement (migration 0012); this one at once.
+        acceptedKeys?.revoked(generation: 0)
         logger.info("api key revoked", metadata: ["ledger.app": "\(key.app)", "ledger.key_id": "\(id)"])
         return key
     }
@@ -191,7 +196,8 @@ public struct AppRegistry: Sendable {
     ///
     /// What an unauthenticated caller can cost is bounded: a token not of the form
     /// `lk_<16 hex>_<secret>` is refused without a query, and a well-formed one refused lately
-    /// (`RefusedTokenCache`) is refused again without one.
+    /// (`RefusedTokenCache`) is refused again without one. A key accepted lately is accepted again
+    /// without one while revocations are listened for (`AcceptedKeys`).
     public func authenticate(_ token: String) async throws -> APIKey? {
         guard token.utf8.count < 200 else { return nil }
         let parts = token.split(separator: "_", maxSplits: 2, omittingEmptySubsequences: false)
@@ -201,6 +207,8 @@ public struct AppRegistry: Sendable {
         else { return nil }
         let tokenHash = Data(SHA256.hash(data: Data(token.utf8)))
         if refusedTokens.contains(tokenHash) { return nil }
+        if let key = acceptedKeys?.key(for: tokenHash) { return key }
+        let ticket = acceptedKeys?.ticket()
         let keyID = String(parts[1])
         let rows = try await client.query("""
             SELECT app, array_to_string(scopes, ','), name, created_at, secret_hash FROM ledger.api_keys
@@ -213,8 +221,10 @@ public struct AppRegistry: Sendable {
                 refusedTokens.insert(tokenHash)
                 return nil
             }
-            return APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
-                          name: name, createdAt: createdAt, revokedAt: nil)
+            let key = APIKey(keyId: keyID, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
+                             name: name, createdAt: createdAt, revokedAt: nil)
+            if let ticket { acceptedKeys?.keep(key, for: tokenHash, ticket: ticket) }
+            return key
         }
         refusedTokens.insert(tokenHash)
         return nil

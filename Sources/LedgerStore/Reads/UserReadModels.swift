@@ -53,10 +53,13 @@ public struct UserReadModels: Sendable {
     }
 
     let client: DatabasePool
+    /// The registry as announced to this server, when a `ChangeFeed` keeps it; nil asks the database.
+    let board: ProjectionBoard?
     let logger: Logger
 
-    public init(client: DatabasePool, logger: Logger) {
+    public init(client: DatabasePool, board: ProjectionBoard? = nil, logger: Logger) {
         self.client = client
+        self.board = board
         self.logger = logger
     }
 
@@ -68,13 +71,14 @@ public struct UserReadModels: Sendable {
         try await readiness(of: projections).checkpoint()
     }
 
-    /// Waits until every named projection reflects the log up to `position`, polling, at most `timeout`.
+    /// Waits until every named projection reflects the log up to `position`, at most `timeout`.
     /// Returns the checkpoint reached; throws `ReadError.projectionsBehind` with the checkpoint when time runs out,
     /// and `projectionsNotReady` when one of them has no live version by then (at once when one has failed:
-    /// waiting does not mend it).
+    /// waiting does not mend it). With a board the wait looks at memory, which announcements move;
+    /// without one it polls the registry.
     public func waitForProjections(_ projections: [ProjectionName], toReach position: Int64, timeout: Duration) async throws -> Int64 {
         let deadline = ContinuousClock.now + timeout
-        var delay = Duration.milliseconds(5)
+        var delay = Duration.milliseconds(board?.isListening == true ? 1 : 5)
         while true {
             let readiness = try await readiness(of: projections)
             if let reached = readiness.reached, reached >= position { return reached }
@@ -83,59 +87,24 @@ public struct UserReadModels: Sendable {
                 throw ReadError.projectionsBehind(requested: position, reached: reached)
             }
             try await Task.sleep(for: delay)
-            delay = min(delay * 2, .milliseconds(100))
+            if board?.isListening != true { delay = min(delay * 2, .milliseconds(100)) }
         }
     }
 
-    /// Where each named projection stands, from `ledger.projections` (one small query).
-    struct Readiness {
-        /// The smallest live checkpoint, when every projection has a live version.
-        var reached: Int64?
-        /// Projections with no live version that are being built, with the building checkpoint.
-        var building: [(ProjectionName, Int64)] = []
-        /// Projections with no live version whose version failed, with where.
-        var failed: [(ProjectionName, Int64)] = []
-        /// Projections with no version at all: the runner has not set them up yet.
-        var missing: [ProjectionName] = []
-
-        func checkpoint() throws -> Int64 {
-            guard let reached else { throw ReadError.projectionsNotReady(missing: missing, building: building, failed: failed) }
-            return reached
-        }
-    }
-
-    func readiness(of projections: [ProjectionName]) async throws -> Readiness {
+    /// Where each named projection stands: from memory while the board follows the registry,
+    /// else from `ledger.projections` (one small query).
+    func readiness(of projections: [ProjectionName]) async throws -> ProjectionReadiness {
+        if let known = board?.readiness(of: projections) { return known }
         let rows = try await client.query("""
-            SELECT name, status, position, error_position FROM ledger.projections
+            SELECT name, version, status, position, error_position FROM ledger.projections
             WHERE name = ANY(\(projections)) AND status <> \(ProjectionState.retired)
             """, logger: logger)
-        var live: [ProjectionName: Int64] = [:]
-        var building: [ProjectionName: Int64] = [:]
-        var failed: [ProjectionName: Int64] = [:]
-        for try await (name, status, position, errorPosition) in rows.decode((String, String, Int64, Int64?).self) {
-            let name = ProjectionName(rawValue: name)
-            switch ProjectionState(rawValue: status) {
-            case .live: live[name] = position
-            case .building: building[name] = position
-            case .failed: failed[name] = errorPosition ?? position
-            case .retired, nil: break
-            }
+        var registry: [RegistryRow] = []
+        for try await (name, version, status, position, errorPosition) in rows.decode((String, Int, String, Int64, Int64?).self) {
+            registry.append(RegistryRow(name: ProjectionName(rawValue: name), version: version, state: ProjectionState(rawValue: status),
+                                        position: position, errorPosition: errorPosition, change: 0))
         }
-        var readiness = Readiness()
-        for name in projections where live[name] == nil {
-            // A version building beside a failed one (a fix being rolled out) is the one to wait for.
-            if let position = building[name] {
-                readiness.building.append((name, position))
-            } else if let position = failed[name] {
-                readiness.failed.append((name, position))
-            } else {
-                readiness.missing.append(name)
-            }
-        }
-        if readiness.building.isEmpty, readiness.failed.isEmpty, readiness.missing.isEmpty {
-            readiness.reached = projections.compactMap { live[$0] }.min() ?? 0
-        }
-        return readiness
+        return ProjectionReadiness(of: projections, rows: registry)
     }
 
     /// Whether the user has any event in the app.
@@ -146,6 +115,65 @@ public struct UserReadModels: Sendable {
         )
         for try await _ in rows { return true }
         return false
+    }
+
+    /// A user's rows of every read model the entitlements rule takes, and whether the user has
+    /// any event at all, in one statement (one round trip).
+    public struct EntitlementRows: Sendable {
+        public var owned: [Owned] = []
+        public var periods: [Period] = []
+        public var balances: [Balance] = []
+        public var userExists = false
+    }
+
+    public func entitlementRows(app: String, user: String) async throws -> EntitlementRows {
+        let stream = try StreamID.user(app: app, user: user).rawValue
+        // One row shape for the three tables: which table (part), the sort key, then the values.
+        let rows = try await client.query("""
+            SELECT 0 AS part, owned_since AS sort_time, product_id AS sort_key, product_id, product_type AS kind,
+                   original_transaction_id, NULL::text AS transaction_id, NULL::text AS subscription_group, expires_at AS end_time,
+                   NULL::bigint AS purchased, NULL::bigint AS consumed, NULL::bigint AS balance, NULL::boolean AS flag
+              FROM ledger.ownership WHERE app = \(app) AND user_id = \(user)
+            UNION ALL
+            SELECT 1, period_start, transaction_id, product_id, kind, original_transaction_id, transaction_id, subscription_group, period_end,
+                   NULL, NULL, NULL, NULL
+              FROM ledger.subscription_periods WHERE app = \(app) AND user_id = \(user)
+            UNION ALL
+            SELECT 2, NULL, product_id, product_id, NULL, NULL, NULL, NULL, NULL, purchased, consumed, balance, overdrawn
+              FROM ledger.consumable_balances WHERE app = \(app) AND user_id = \(user)
+            UNION ALL
+            SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                   EXISTS (SELECT 1 FROM ledger.events WHERE stream_id = \(stream))
+            ORDER BY part, sort_time, sort_key
+            """, logger: logger)
+        var result = EntitlementRows()
+        typealias Columns = (Int, Date?, String?, String?, String?, String?, String?, String?, Date?, Int64?, Int64?, Int64?, Bool?)
+        for try await row in rows.decode(Columns.self) {
+            let (part, time, _, product, kind, original, transaction, group, end, purchased, consumed, balance, flag) = row
+            switch part {
+            case 0:
+                guard let product, let kind, let original, let time else { throw StoreError.integrity("ledger.ownership holds a row with NULLs") }
+                result.owned.append(Owned(productId: product, productType: ProductType(rawValue: kind) ?? .unknown, originalTransactionId: original,
+                                          ownedSince: time, expiresAt: end))
+            case 1:
+                guard let product, let kind, let original, let transaction, let group, let time, let end else {
+                    throw StoreError.integrity("ledger.subscription_periods holds a row with NULLs")
+                }
+                guard let kind = SubscriptionKind(rawValue: kind) else {
+                    throw StoreError.integrity("ledger.subscription_periods holds kind '\(kind)', which this version does not know")
+                }
+                result.periods.append(Period(transactionId: transaction, originalTransactionId: original, productId: product, group: group,
+                                             kind: kind, start: time, end: end))
+            case 2:
+                guard let product, let purchased, let consumed, let balance, let flag else {
+                    throw StoreError.integrity("ledger.consumable_balances holds a row with NULLs")
+                }
+                result.balances.append(Balance(productId: product, purchased: purchased, consumed: consumed, balance: balance, overdrawn: flag))
+            default:
+                result.userExists = flag ?? false
+            }
+        }
+        return result
     }
 
     public func owned(app: String, user: String) async throws -> [Owned] {

@@ -203,12 +203,15 @@ struct APIHarness: Sendable {
                 ))
                 var configuration = serverConfiguration
                 configuration.api.readWaitTimeout = readWait
-                let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, logger: logger)
+                // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
+                let changes = ChangeFeed(configuration: try settings.connectionConfiguration, logger: logger)
+                let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets,
+                                          changes: changes, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
                 if runProjections { try await runner.prepare() }
                 let ledgerPort = PortReporter()
-                let application = server.application(services: runProjections ? [runner] : []) { ledgerPort.report($0) }
+                let application = server.application(services: runProjections ? [changes, runner] : [changes]) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
