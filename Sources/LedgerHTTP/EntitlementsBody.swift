@@ -55,3 +55,110 @@ public struct EntitlementsBody: Encodable, Sendable {
         self.init(userId: userId, position: position, state.entitlements(catalog: catalog, at: instant))
     }
 }
+
+extension EntitlementsBody {
+    /// The body as `APIJSON`'s encoder writes it (keys sorted, slashes unescaped), written
+    /// directly: the entitlements read is the hottest route, and Foundation's encoder took a fifth
+    /// of its time. `EntitlementsBodyTests` checks that both give the same bytes.
+    func json() -> Data {
+        var out = JSONText()
+        out.object { o in
+            o.field("at") { $0.date(at) }
+            o.field("consumables") { $0.array(consumables) { item, c in
+                item.object { o in
+                    o.field("balance") { $0.number(c.balance) }
+                    o.field("productId") { $0.string(c.productId) }
+                }
+            } }
+            o.field("owned") { $0.array(owned) { item, owned in
+                item.object { o in
+                    o.field("originalTransactionId") { $0.string(owned.originalTransactionId) }
+                    o.field("ownedSince") { $0.date(owned.ownedSince) }
+                    o.field("productId") { $0.string(owned.productId) }
+                    o.field("productType") { $0.string(owned.productType) }
+                }
+            } }
+            o.field("position") { $0.number(position) }
+            o.field("subscriptions") { $0.array(subscriptions) { item, s in
+                item.object { o in
+                    o.field("active") { $0.bool(s.active) }
+                    if let until = s.activeUntil { o.field("activeUntil") { $0.date(until) } }
+                    o.field("expiresAt") { $0.date(s.expiresAt) }
+                    o.field("group") { $0.string(s.group) }
+                    o.field("kind") { $0.string(s.kind) }
+                    o.field("productId") { $0.string(s.productId) }
+                }
+            } }
+            o.field("userId") { $0.string(userId) }
+        }
+        return Data(out.text.utf8)
+    }
+}
+
+/// JSON written by hand, in the form `APIJSON.makeEncoder()` gives: the caller writes keys in
+/// sorted order, strings are escaped as Foundation escapes them (quote, backslash, control
+/// characters; slashes left alone), dates as `LedgerJSON.formatTimestamp` writes them.
+struct JSONText {
+    var text = ""
+
+    struct Object {
+        var text: JSONText
+        var first = true
+
+        mutating func field(_ key: String, _ value: (inout JSONText) -> Void) {
+            text.text += first ? "" : ","
+            first = false
+            text.string(key)
+            text.text += ":"
+            value(&text)
+        }
+    }
+
+    mutating func object(_ fields: (inout Object) -> Void) {
+        var object = Object(text: self)
+        text = ""  // the object's copy is then the only one: appending does not copy it
+        object.text.text += "{"
+        fields(&object)
+        object.text.text += "}"
+        self = object.text
+    }
+
+    mutating func array<Element>(_ elements: [Element], _ write: (inout JSONText, Element) -> Void) {
+        text += "["
+        for (index, element) in elements.enumerated() {
+            if index > 0 { text += "," }
+            write(&self, element)
+        }
+        text += "]"
+    }
+
+    mutating func number(_ value: Int64) { text += String(value) }
+    mutating func bool(_ value: Bool) { text += value ? "true" : "false" }
+    mutating func date(_ value: Date) { string(LedgerJSON.formatTimestamp(value)) }
+
+    mutating func string(_ value: String) {
+        text += "\""
+        // Most strings (ids, product names, timestamps) need no escape: appended whole.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            text += value
+            text += "\""
+            return
+        }
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": text += "\\\""
+            case "\\": text += "\\\\"
+            case "\n": text += "\\n"
+            case "\r": text += "\\r"
+            case "\t": text += "\\t"
+            case "\u{08}": text += "\\b"
+            case "\u{0C}": text += "\\f"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: text.unicodeScalars.append(scalar)
+            }
+        }
+        text += "\""
+    }
+}

@@ -44,7 +44,7 @@ extension LedgerAPI {
         guard rows.userExists || !(rows.owned.isEmpty && rows.periods.isEmpty && rows.balances.isEmpty) else { throw APIError.unknownUser(user) }
         let entitlements = Entitlements(at: at, owned: rows.owned.map(\.owned), periods: rows.periods.map(\.period),
                                         balances: rows.balances.map(\.consumableBalance))
-        return try APIJSON.response(EntitlementsBody(userId: user, position: position, entitlements))
+        return APIJSON.response(data: EntitlementsBody(userId: user, position: position, entitlements).json(), status: .ok)
     }
 
     /// `GET …/users/{userId}/balances`: consumables bought, used and left.

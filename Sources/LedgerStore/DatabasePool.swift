@@ -29,6 +29,8 @@ public final class DatabasePool: Service, Sendable {
     private let configuration: PostgresClient.Configuration
     private let backgroundLogger: Logger
     private let pools: Mutex<Pools>
+    /// Statements prepared on the pool's connections (`query(prepared:_:)`).
+    let preparedStatements = PreparedStatements()
 
     public init(configuration: PostgresClient.Configuration, backgroundLogger: Logger) {
         self.configuration = configuration
@@ -154,6 +156,17 @@ public final class DatabasePool: Service, Sendable {
         return try await withConnection { connection in
             QueryRows(rows: try await connection.unlessClosed(during: "a statement") {
                 try await connection.allRows(query, logger: logger, file: file, line: line)
+            })
+        }
+    }
+
+    /// Runs `statement` prepared once per connection (see `PreparedStatements`), for the reads
+    /// that run most often; guarded like `query`.
+    func query(prepared statement: PreparedStatements.Statement, _ arguments: [String], logger: Logger? = nil) async throws -> QueryRows {
+        let logger = logger ?? Self.silent
+        return try await withConnection { connection in
+            QueryRows(rows: try await connection.unlessClosed(during: "a prepared statement") { [preparedStatements] in
+                try await preparedStatements.execute(statement, arguments, on: connection, logger: logger)
             })
         }
     }

@@ -160,6 +160,15 @@ import Testing
             #expect(append.status == 0, "\(append.errors)")
             #expect(append.output.contains("ratio"), "\(append.output)")
 
+            // Reads through a `ledger serve` child against pgbench: needs wrk and pgbench (.ci/run installs wrk).
+            let reads = try await Self.ledger(
+                ["bench", "reads", "--users", "20", "--events", "400", "--duration", "1", "--connections", "4"], database: settings, environment: withOwner
+            )
+            #expect(reads.status == 0, "\(reads.errors)")
+            for line in ["ledger serve, log at info (wrk)", "ledger serve, log at warning (wrk)", "one SQL statement (pgbench)", "ratio (ledger, log at info / pgbench)"] {
+                #expect(reads.output.contains(line), "\(reads.output)")
+            }
+
             // The server's role alone may not create databases: the command says what to give it.
             let alone = try await Self.ledger(["bench", "fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
             #expect(alone.status != 0)

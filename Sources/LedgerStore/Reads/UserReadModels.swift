@@ -126,51 +126,58 @@ public struct UserReadModels: Sendable {
         public var userExists = false
     }
 
+    /// The statement `entitlementRows` runs: $1 the app, $2 the user, $3 the user's stream. One
+    /// row shape for the three tables (which table, the sort keys, then the values), and a last
+    /// row saying whether the user has any event at all. Public for benchmarks that compare it.
+    public static let entitlementsStatement = """
+        SELECT 0 AS part, owned_since AS sort_time, product_id AS sort_key, product_id, product_type AS kind,
+               original_transaction_id, NULL::text AS transaction_id, NULL::text AS subscription_group, expires_at AS end_time,
+               NULL::bigint AS purchased, NULL::bigint AS consumed, NULL::bigint AS balance, NULL::boolean AS flag
+          FROM ledger.ownership WHERE app = $1 AND user_id = $2
+        UNION ALL
+        SELECT 1, period_start, transaction_id, product_id, kind, original_transaction_id, transaction_id, subscription_group, period_end,
+               NULL, NULL, NULL, NULL
+          FROM ledger.subscription_periods WHERE app = $1 AND user_id = $2
+        UNION ALL
+        SELECT 2, NULL, product_id, product_id, NULL, NULL, NULL, NULL, NULL, purchased, consumed, balance, overdrawn
+          FROM ledger.consumable_balances WHERE app = $1 AND user_id = $2
+        UNION ALL
+        SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+               EXISTS (SELECT 1 FROM ledger.events WHERE stream_id = $3)
+        ORDER BY part, sort_time, sort_key
+        """
+
+    static let entitlements = PreparedStatements.Statement(name: "ledger_entitlements", sql: entitlementsStatement, arguments: 3)
+
     public func entitlementRows(app: String, user: String) async throws -> EntitlementRows {
         let stream = try StreamID.user(app: app, user: user).rawValue
-        // One row shape for the three tables: which table (part), the sort key, then the values.
-        let rows = try await client.query("""
-            SELECT 0 AS part, owned_since AS sort_time, product_id AS sort_key, product_id, product_type AS kind,
-                   original_transaction_id, NULL::text AS transaction_id, NULL::text AS subscription_group, expires_at AS end_time,
-                   NULL::bigint AS purchased, NULL::bigint AS consumed, NULL::bigint AS balance, NULL::boolean AS flag
-              FROM ledger.ownership WHERE app = \(app) AND user_id = \(user)
-            UNION ALL
-            SELECT 1, period_start, transaction_id, product_id, kind, original_transaction_id, transaction_id, subscription_group, period_end,
-                   NULL, NULL, NULL, NULL
-              FROM ledger.subscription_periods WHERE app = \(app) AND user_id = \(user)
-            UNION ALL
-            SELECT 2, NULL, product_id, product_id, NULL, NULL, NULL, NULL, NULL, purchased, consumed, balance, overdrawn
-              FROM ledger.consumable_balances WHERE app = \(app) AND user_id = \(user)
-            UNION ALL
-            SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                   EXISTS (SELECT 1 FROM ledger.events WHERE stream_id = \(stream))
-            ORDER BY part, sort_time, sort_key
-            """, logger: logger)
+        // Prepared: PostgreSQL takes longer to plan this statement than to run it.
+        let rows = try await client.query(prepared: Self.entitlements, [app, user, stream], logger: logger)
         var result = EntitlementRows()
-        typealias Columns = (Int, Date?, String?, String?, String?, String?, String?, String?, Date?, Int64?, Int64?, Int64?, Bool?)
-        for try await row in rows.decode(Columns.self) {
-            let (part, time, _, product, kind, original, transaction, group, end, purchased, consumed, balance, flag) = row
-            switch part {
+        // Each part decodes only its own columns (see the statement's row shape).
+        let context = PostgresDecodingContext.default
+        for row in rows.collect() {
+            let columns = row.makeRandomAccess()
+            func text(_ index: Int) throws -> String { try columns[index].decode(String.self, context: context) }
+            func time(_ index: Int) throws -> Date { try columns[index].decode(Date.self, context: context) }
+            func number(_ index: Int) throws -> Int64 { try columns[index].decode(Int64.self, context: context) }
+            switch try columns[0].decode(Int32.self, context: context) {
             case 0:
-                guard let product, let kind, let original, let time else { throw StoreError.integrity("ledger.ownership holds a row with NULLs") }
-                result.owned.append(Owned(productId: product, productType: ProductType(rawValue: kind) ?? .unknown, originalTransactionId: original,
-                                          ownedSince: time, expiresAt: end))
+                result.owned.append(Owned(productId: try text(3), productType: ProductType(rawValue: try text(4)) ?? .unknown,
+                                          originalTransactionId: try text(5), ownedSince: try time(1),
+                                          expiresAt: try columns[8].decode(Date?.self, context: context)))
             case 1:
-                guard let product, let kind, let original, let transaction, let group, let time, let end else {
-                    throw StoreError.integrity("ledger.subscription_periods holds a row with NULLs")
-                }
-                guard let kind = SubscriptionKind(rawValue: kind) else {
+                let kind = try text(4)
+                guard let subscriptionKind = SubscriptionKind(rawValue: kind) else {
                     throw StoreError.integrity("ledger.subscription_periods holds kind '\(kind)', which this version does not know")
                 }
-                result.periods.append(Period(transactionId: transaction, originalTransactionId: original, productId: product, group: group,
-                                             kind: kind, start: time, end: end))
+                result.periods.append(Period(transactionId: try text(6), originalTransactionId: try text(5), productId: try text(3),
+                                             group: try text(7), kind: subscriptionKind, start: try time(1), end: try time(8)))
             case 2:
-                guard let product, let purchased, let consumed, let balance, let flag else {
-                    throw StoreError.integrity("ledger.consumable_balances holds a row with NULLs")
-                }
-                result.balances.append(Balance(productId: product, purchased: purchased, consumed: consumed, balance: balance, overdrawn: flag))
+                result.balances.append(Balance(productId: try text(3), purchased: try number(9), consumed: try number(10),
+                                               balance: try number(11), overdrawn: try columns[12].decode(Bool.self, context: context)))
             default:
-                result.userExists = flag ?? false
+                result.userExists = try columns[12].decode(Bool.self, context: context)
             }
         }
         return result
