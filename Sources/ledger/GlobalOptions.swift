@@ -76,11 +76,7 @@ enum LoggingBootstrap {
         lock.withLock {
             guard !done else { return }
             done = true
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            LoggingSystem.bootstrap { label in BatchedLogHandler(label: label, level: level) }
         }
     }
 }
@@ -92,6 +88,7 @@ enum Output {
     }
 
     static func error(_ text: String) {
+        LogSink.shared.flush()  // log lines logged before it come before it
         FileHandle.standardError.write(Data((text + "\n").utf8))
     }
 
