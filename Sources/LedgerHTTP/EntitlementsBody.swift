@@ -136,29 +136,5 @@ struct JSONText {
     mutating func bool(_ value: Bool) { text += value ? "true" : "false" }
     mutating func date(_ value: Date) { string(LedgerJSON.formatTimestamp(value)) }
 
-    mutating func string(_ value: String) {
-        text += "\""
-        // Most strings (ids, product names, timestamps) need no escape: appended whole.
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            text += value
-            text += "\""
-            return
-        }
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case "\r": text += "\\r"
-            case "\t": text += "\\t"
-            case "\u{08}": text += "\\b"
-            case "\u{0C}": text += "\\f"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: text.unicodeScalars.append(scalar)
-            }
-        }
-        text += "\""
-    }
+    mutating func string(_ value: String) { LedgerJSON.appendQuoted(value, to: &text) }
 }

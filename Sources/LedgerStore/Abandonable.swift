@@ -185,3 +185,15 @@ final class ConnectionCloseWatch: Sendable {
         state.withLock { $0.watched[ObjectIdentifier(connection)]?.count }
     }
 }
+
+extension PostgresConnection {
+    /// A connection of its own (a LISTEN, a session lock), given up after `patience` rather than
+    /// awaited: a connect to a server that does not answer must not hold its caller.
+    static func connect(
+        _ configuration: PostgresConnection.Configuration, id: Int, within patience: Duration = .seconds(5), logger: Logger
+    ) async throws -> PostgresConnection {
+        try await untilAbandoned(after: patience) {
+            try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
+        }
+    }
+}

@@ -35,9 +35,7 @@ public struct ProjectionLeadership: Service {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             connectionID += 1
             do {
-                let connection = try await untilAbandoned(after: .seconds(5)) { [configuration, logger, connectionID] in
-                    try await PostgresConnection.connect(configuration: configuration, id: connectionID, logger: logger)
-                }
+                let connection = try await PostgresConnection.connect(configuration, id: connectionID, logger: logger)
                 defer { Task { try? await connection.close() } }
                 while !Task.isCancelled && !Task.isShuttingDownGracefully && !connection.isClosed {
                     if try await tryLock(connection) {

@@ -39,9 +39,7 @@ public struct ChangeFeed: Service {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             connectionID += 1
             do {
-                let connection = try await untilAbandoned(after: .seconds(5)) { [configuration, logger, connectionID] in
-                    try await PostgresConnection.connect(configuration: configuration, id: connectionID, logger: logger)
-                }
+                let connection = try await PostgresConnection.connect(configuration, id: connectionID, logger: logger)
                 defer { Task { try? await connection.close() } }
                 try await cancelWhenGracefulShutdown {
                     try await listen(on: connection) {

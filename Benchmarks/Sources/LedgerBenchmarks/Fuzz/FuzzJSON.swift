@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 
 /// JSON as the fuzzer edits it: members keep their order and may repeat, numbers keep the text
 /// they were written with, and `raw` holds text no value can (a lone surrogate escape, `1e999`,
@@ -68,21 +69,7 @@ public indirect enum FuzzJSON: Hashable, Sendable {
     }
 
     private static func writeString(_ text: String, to output: inout String) {
-        output += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": output += "\\\""
-            case "\\": output += "\\\\"
-            case "\n": output += "\\n"
-            case "\r": output += "\\r"
-            case "\t": output += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: output.unicodeScalars.append(scalar)
-            }
-        }
-        output += "\""
+        LedgerJSON.appendQuoted(text, to: &output)
     }
 
     // MARK: Reading (the seeds: well-formed bodies and answers)
