@@ -16,12 +16,15 @@ struct ProjectionBatchWriter: Sendable {
     let client: DatabasePool
     let store: PostgresEventStore
     let reader: UserStreamReader<PostgresEventStore>
+    /// Folds shared with the other projections of the same runner, when there are some.
+    let folds: SharedFolds?
     let logger: Logger
 
-    init(client: DatabasePool, logger: Logger) {
+    init(client: DatabasePool, folds: SharedFolds? = nil, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
         self.reader = UserStreamReader(store: store)
+        self.folds = folds
         self.logger = logger
     }
 
@@ -57,12 +60,21 @@ struct ProjectionBatchWriter: Sendable {
             if let known = catalogs[user.app] {
                 catalog = known
             } else {
-                catalog = try await reader.catalog(app: user.app, upToPosition: last)
+                if let folds {
+                    catalog = try await folds.catalog(app: user.app, upTo: last, reader: reader)
+                } else {
+                    catalog = try await reader.catalog(app: user.app, upToPosition: last)
+                }
                 catalogs[user.app] = catalog
             }
             let state: UserLedger
             do {
-                state = try await reader.state(of: StreamID.user(app: user.app, user: user.user), upToPosition: last, catalog: catalog)
+                let stream = try StreamID.user(app: user.app, user: user.user)
+                if let folds {
+                    state = try await folds.state(of: stream, upTo: last, catalog: catalog, reader: reader)
+                } else {
+                    state = try await reader.state(of: stream, upToPosition: last, catalog: catalog)
+                }
             } catch let error as UnknownEventType {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             } catch let error as DecodingError {

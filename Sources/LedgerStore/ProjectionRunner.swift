@@ -42,7 +42,9 @@ public struct ProjectionRunner: Service {
         self.metricsDatabase = metricsDatabase ?? listenConfiguration?.database ?? "ledger"
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
-        self.batches = ProjectionBatchWriter(client: client, logger: logger)
+        // Live projections follow the same batches: each touched user is read and folded once
+        // per batch for all of them.
+        self.batches = ProjectionBatchWriter(client: client, folds: SharedFolds(positionsKept: 2 * projections.count + 2), logger: logger)
         self.listenConfiguration = listenConfiguration
         self.projections = projections
         self.batchSize = batchSize

@@ -26,7 +26,7 @@ extension Bench {
 
         @OptionGroup var options: GlobalOptions
         @Option(help: "Users to seed and read.") var users = 1_000
-        @Option(help: "Events to seed in all (spread over the users; every user needs a dozen or so).") var events = 20_000
+        @Option(help: "Events to seed in all (spread over the users; each user has one round at least).") var events = 20_000
         @Option(help: "Connections (wrk) and clients (pgbench).") var connections = 16
         @Option(help: "Seconds each load runs.") var duration = 10
         @Flag(help: "Keep the scratch database and the logs for inspection.") var keep = false
@@ -58,7 +58,7 @@ extension Bench {
                     logger: logger
                 ).collect().first?.decode(Int.self) ?? 0
                 guard streams == users else {
-                    throw CommandFailure(message: "\(seeded) events reached only \(streams) of \(users) users: give more --events (a dozen per user)")
+                    throw CommandFailure(message: "\(seeded) events reached only \(streams) of \(users) users; every user should have had a round")
                 }
                 Output.error("bench reads: seeded \(seeded) events for \(users) users")
                 let registry = AppRegistry(client: client, logger: logger)

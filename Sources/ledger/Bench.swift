@@ -25,7 +25,7 @@ struct Bench: AsyncParsableCommand {
         @OptionGroup var options: GlobalOptions
         @Option(help: "Number of apps.") var apps = 3
         @Option(help: "Number of users, spread over the apps.") var users = 1_000
-        @Option(help: "Events to write in all (at least).") var events = 100_000
+        @Option(help: "Events to write in all (at least; every user lives one round however few are asked).") var events = 100_000
         @Option(help: "Concurrent writers.") var concurrency = 16
         @Option(help: "Random seed.") var seed: UInt64 = 42
 

@@ -126,6 +126,10 @@ struct ProjectionRunnerTests {
                 #expect(actual == expected, "\(projection.name): missing \(Self.first(expected.subtracting(actual))), unexpected \(Self.first(actual.subtracting(expected)))")
                 #expect(try await Self.checkpoint(projection, client).1 == "live")
             }
+            // The six projections followed the same batches: most of them took another's fold of
+            // a user instead of reading and folding the stream again.
+            let (folds, shared) = try #require(runner.batches.folds).counts
+            #expect(folds > 0 && shared >= 3 * folds, "\(folds) folds made, \(shared) asks answered with another projection's fold")
             let balances = try await client.query(
                 "SELECT DISTINCT balance, overdrawn FROM ledger.consumable_balances", logger: TestDatabase.logger
             ).collect()

@@ -63,7 +63,8 @@ public struct HistorySeeder: Sendable {
         ]
     }
 
-    /// Seeds until at least `events` events are in the log; returns how many were appended.
+    /// Seeds until at least `events` events are in the log, and every user has lived one round;
+    /// returns how many were appended.
     public func run(_ options: Options, progress: @escaping @Sendable (Progress) -> Void = { _ in }) async throws -> Int {
         guard options.apps >= 1, options.users >= 1, options.events >= 1, options.concurrency >= 1 else {
             throw StoreError.invalidInput("a seeded history needs at least 1 app, 1 user, 1 event and 1 writer")
@@ -82,7 +83,8 @@ public struct HistorySeeder: Sendable {
                     while await counter.total < options.events {
                         var wroteAny = false
                         for user in stride(from: worker, to: options.users, by: options.concurrency) {
-                            if await counter.total >= options.events { return }
+                            // Every user lives one round at least, so that every user exists.
+                            if round > 0, await counter.total >= options.events { return }
                             let written = try await step(round: round, user: user, app: Self.app(user % options.apps), random: &random)
                             let total = await counter.add(written)
                             wroteAny = wroteAny || written > 0
