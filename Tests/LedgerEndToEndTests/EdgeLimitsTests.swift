@@ -35,9 +35,12 @@ import Testing
             try halfHead.send("GET /health HTTP/1.1\r\nHost: ledger\r\n")
             #expect(await halfHead.receiveUntilClosed(timeout: .seconds(20)).closed)
 
-            // Connections that do send are answered as before.
-            let health = try await api.send(.GET, "/health", key: nil)
-            #expect(health.status == 200)
+            // Connections that do send are answered as before. On a connection of its own: one the
+            // HTTP client pooled before the test may have just been closed as idle (a reset, once in CI).
+            let speaking = try RawConnection(base: api.base)
+            try speaking.send("GET /health HTTP/1.1\r\nHost: ledger\r\nConnection: close\r\n\r\n")
+            let (answer, _) = await speaking.receiveUntilClosed(timeout: .seconds(20))
+            #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(200))")
         }
     }
 
