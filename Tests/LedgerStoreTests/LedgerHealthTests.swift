@@ -119,8 +119,12 @@ struct LedgerHealthTests {
                 #expect(health.problems.first?.contains("pg_terminate_backend(\(pid))") == true)
                 try await holder.query("COMMIT", logger: Self.logger)
             }
-            let after = try await LedgerHealth.read(client, thresholds: thresholds, logger: Self.logger)
-            #expect(after.heldBy == nil && !after.isDegraded, "\(after.problems)")
+            // Once it ends, nothing holds the followers back. Polled: on a loaded machine another
+            // session's statement can itself run past the 1 s threshold for a moment (once in CI).
+            #expect(try await eventually(timeout: .seconds(30)) {
+                let after = try await LedgerHealth.read(client, thresholds: thresholds, logger: Self.logger)
+                return after.heldBy == nil && !after.isDegraded
+            })
         }
     }
 
