@@ -145,9 +145,14 @@ public final class DatabasePool: Service, Sendable {
     /// the connection closes under it (`unlessClosed`): a statement postgres-nio writes to a
     /// connection PostgreSQL has just dropped is never answered, and requests waited on such
     /// statements until their clients gave up (5 of some 300 in one run of the outage test).
+    ///
+    /// With `thenConfirmCommit`, a statement that writes outside an explicit transaction returns
+    /// only once PostgreSQL has committed it: `SELECT 1` follows on the same connection, and its
+    /// answer comes after the commit of the statement before (see `PostgresEventStore.append`).
     @discardableResult
     public func query(
         _ query: PostgresQuery,
+        thenConfirmCommit: Bool = false,
         logger: Logger? = nil,
         file: String = #fileID,
         line: Int = #line
@@ -155,7 +160,17 @@ public final class DatabasePool: Service, Sendable {
         let logger = logger ?? Self.silent
         return try await withConnection { connection in
             QueryRows(rows: try await connection.unlessClosed(during: "a statement") {
-                try await connection.allRows(query, logger: logger, file: file, line: line)
+                let rows = try await connection.allRows(query, logger: logger, file: file, line: line)
+                if thenConfirmCommit {
+                    do {
+                        _ = try await connection.allRows("SELECT 1", logger: logger)
+                    } catch {
+                        throw StoreError.databaseUnavailable(
+                            "the connection failed before PostgreSQL confirmed the commit; whether it was recorded is unknown (sent again, it is recorded once): \(error)"
+                        )
+                    }
+                }
+                return rows
             })
         }
     }

@@ -111,13 +111,19 @@ public struct PostgresEventStore: EventStore {
         let metadata = events.map(\.metadata)
         let keys = events.map { $0.deduplicationKey?.rawValue ?? "" }
 
-        // One statement, so one round trip: it is atomic on its own, no BEGIN/COMMIT needed.
+        // One statement: atomic on its own, no BEGIN/COMMIT needed. But PostgreSQL commits a
+        // statement of the extended protocol at the Sync after it, and postgres-nio reports the
+        // statement done at its CommandComplete, before that commit: a crash in between answered
+        // appends that were never recorded (two receipts per run of the twenty-crash test). The
+        // statement after it on the same connection is answered only once the commit is done, so
+        // the append counts as recorded only then (`query(_:thenConfirmCommit:)`).
         let rows = try await client.query(
             """
             SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key
             FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
                                array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
             """,
+            thenConfirmCommit: true,
             logger: logger
         ).collect()
         var firstAppended: (position: Int64, version: Int64)?
