@@ -49,7 +49,7 @@ public struct AppRegistry: Sendable {
                 shared_secret_sealed = coalesce(EXCLUDED.shared_secret_sealed, ledger.apps.shared_secret_sealed),
                 shared_secret_key_id = coalesce(EXCLUDED.shared_secret_key_id, ledger.apps.shared_secret_key_id)
             RETURNING (xmax = 0)
-            """, logger: logger)
+            """, thenConfirmCommit: true, logger: logger)
         for try await inserted in rows.decode(Bool.self) { return inserted }
         return false
     }
@@ -148,7 +148,7 @@ public struct AppRegistry: Sendable {
             INSERT INTO ledger.api_keys (key_id, app, secret_hash, scopes, name)
             VALUES (\(keyID), \(bundleID), \(hash), \(sortedScopes), \(name))
             RETURNING created_at
-            """, logger: logger)
+            """, thenConfirmCommit: true, logger: logger)
         var createdAt = Date()
         for try await value in rows.decode(Date.self) { createdAt = value }
         logger.info("api key created", metadata: ["ledger.app": "\(bundleID)", "ledger.key_id": "\(keyID)", "ledger.scopes": "\(sortedScopes)"])
@@ -179,7 +179,7 @@ public struct AppRegistry: Sendable {
         let rows = try await client.query("""
             UPDATE ledger.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE key_id = \(id)
             RETURNING app, array_to_string(scopes, ','), name, created_at, revoked_at
-            """, logger: logger)
+            """, thenConfirmCommit: true, logger: logger)  // "revoked" is said only once it is
         var revoked: APIKey?
         for try await (app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String?, Date, Date?).self) {
             revoked = APIKey(keyId: id, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),
