@@ -6,7 +6,9 @@ import LedgerDomain
 /// purchase is revoked after it was used; it is shown, and flagged, not hidden.
 public enum ConsumableBalancesProjection: UserProjection {
     public static let name = ProjectionName.consumableBalances
-    public static let version = 1
+    /// Version 2: a purchase counts as a consumable's when the catalog said so when it was recorded
+    /// (version 1 also counted products the current catalog calls consumable).
+    public static let version = 2
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("product_id", "text NOT NULL", "the consumable"),
@@ -27,6 +29,6 @@ public enum ConsumableBalancesProjection: UserProjection {
     }
 
     public static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [Row] {
-        state.consumableBalances(catalog: catalog).map(Row.init(balance:))
+        state.consumableBalances.map(Row.init(balance:))
     }
 }

@@ -11,8 +11,10 @@ import LedgerDomain
 /// ends an auto-renewable period where the App Store reported the subscription cancelled.
 public enum SubscriptionPeriodsProjection: UserProjection {
     public static let name = ProjectionName.subscriptionPeriods
-    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
-    public static let version = 3
+    /// Version 3 followed `TransactionClassifier.version` 2 (rows from the classifier over recorded
+    /// facts). Version 4: an auto-renewable period's group is the one the catalog gave when the
+    /// transaction was recorded, not the current one.
+    public static let version = 4
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction that paid for the period"),

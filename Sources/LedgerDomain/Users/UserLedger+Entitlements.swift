@@ -9,7 +9,7 @@ extension UserLedger {
     /// (`classified(by:)`), so that purchases of products added to the catalog later count.
     public func entitlements(catalog: ProductCatalog, at instant: Date) -> Entitlements {
         Entitlements(at: instant, owned: ownedForever, periods: subscriptionPeriods(catalog: catalog),
-                     balances: consumableBalances(catalog: catalog))
+                     balances: consumableBalances)
     }
 
     /// Non-consumables and free subscriptions: the first live purchase of each product, for ever.
@@ -46,7 +46,9 @@ extension UserLedger {
     }
 
     /// The auto-renewable periods: each non-revoked purchase or renewal's `[purchase date, expiry)`,
-    /// ended early where the App Store reported it cancelled, in the product's subscription group.
+    /// ended early where the App Store reported it cancelled, in the subscription group the catalog
+    /// gave the product when the transaction was recorded (a later move to another group rewrites no
+    /// past period, so a catalog edit changes no user's rows but those of products it first defines).
     public func autoRenewablePeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
         transactionsInOrder.compactMap { transaction in
             guard transaction.productType == .autoRenewable, transaction.kind.isPayment || transaction.restores == nil,
@@ -55,17 +57,17 @@ extension UserLedger {
             else { return nil }
             return SubscriptionPeriod(
                 transactionId: transaction.transactionId, productId: transaction.productId,
-                group: catalog[transaction.productId]?.subscriptionGroup ?? transaction.productId,
+                group: catalog.product(transaction.productId, asOf: transaction.position)?.subscriptionGroup ?? transaction.productId,
                 kind: .autoRenewable, start: transaction.purchaseDate, end: expires
             )
         }
     }
 
-    /// Every consumable the user bought or used, with purchased and consumed units.
-    public func consumableBalances(catalog: ProductCatalog) -> [ConsumableBalance] {
+    /// Every consumable the user bought or used, with purchased and consumed units. A purchase counts
+    /// as a consumable's when the catalog said so when it was recorded (or first defined the product).
+    public var consumableBalances: [ConsumableBalance] {
         var products = Set(consumed.keys)
-        for transaction in transactionsInOrder where transaction.kind == .purchase
-            && (transaction.productType == .consumable || catalog.type(of: transaction.productId) == .consumable) {
+        for transaction in transactionsInOrder where transaction.kind == .purchase && transaction.productType == .consumable {
             products.insert(transaction.productId)
         }
         return products.sorted().map { productId in

@@ -88,7 +88,7 @@ public struct ReceiptParserFuzz: Sendable {
         let now = Date()
         _ = state.entitlements(catalog: catalog, at: now)
         _ = state.subscriptionPeriods(catalog: catalog)
-        _ = state.consumableBalances(catalog: catalog)
+        _ = state.consumableBalances
         return .accepted
     }
 }
