@@ -29,9 +29,11 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
     let logger: Logger
     let maximumAttempts: Int
 
-    public init(store: Store, logger: Logger, maximumAttempts: Int = 10) {
+    /// Folds are kept between commands (`kept`), so a command reads and folds only what was
+    /// appended since the last one on the same stream; nil folds every stream from its start.
+    public init(store: Store, logger: Logger, maximumAttempts: Int = 10, kept: KeptFolds? = KeptFolds()) {
         self.store = store
-        self.reader = UserStreamReader(store: store)
+        self.reader = UserStreamReader(store: store, kept: kept)
         self.logger = logger
         self.maximumAttempts = maximumAttempts
     }

@@ -7,11 +7,18 @@ import LedgerDomain
 /// The one reader of both: the command handler decides on what it returns, the projection runner
 /// derives rows from it, and `ledger query` answers from it. A stream holding an event type this
 /// version does not know is an error here, for every caller alike, never silently skipped.
+///
+/// With `kept`, folds are kept between reads, and a read folds only the events appended since the
+/// kept fold: what a command or a projection batch costs then depends on what it adds, not on how
+/// long the user's history is. Reads of the past that a kept fold has gone beyond fold the log
+/// from the start, as a reader without `kept` always does.
 public struct UserStreamReader<Store: EventStore>: Sendable {
     let store: Store
+    public let kept: KeptFolds?
 
-    public init(store: Store) {
+    public init(store: Store, kept: KeptFolds? = nil) {
         self.store = store
+        self.kept = kept
     }
 
     /// The user's stream folded to its end, or up to log `position` for answers about the past,
@@ -24,12 +31,32 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     /// A user stream folded to its end, or up to log `position`, judged with `catalog` (which the
     /// caller read up to the same position).
     public func state(of stream: StreamID, upToPosition position: Int64 = .max, catalog: ProductCatalog) async throws -> UserLedger {
-        try UserLedger(folding: try await readWhole(stream).filter { $0.position <= position }, catalog: catalog)
+        try await gathered(stream, upToPosition: position).classified(by: catalog)
     }
 
-    /// The app's catalog, or as of log `position` for replays and answers about the past.
-    public func catalog(app bundleID: String, upToPosition position: Int64 = .max) async throws -> ProductCatalog {
-        try await catalogStream(app: bundleID, upToPosition: position).catalog
+    /// The user's stream folded up to log `position`, its transactions not yet judged: from the
+    /// kept fold when there is one at or before `position`, else from the start.
+    private func gathered(_ stream: StreamID, upToPosition position: Int64) async throws -> UserLedger {
+        let start = kept?.user(stream.rawValue) ?? UserLedger()
+        guard let kept, start.lastPosition <= position else {
+            var state = UserLedger()
+            for event in try await readWhole(stream) where event.position <= position { try state.gather(event) }
+            return state
+        }
+        var state = start
+        var read = 0
+        reading: while true {
+            let page = try await store.readStream(stream, fromVersion: state.version + 1, limit: Self.pageSize)
+            for event in page {
+                // A stream's positions grow with its versions: the rest is past `position` too.
+                guard event.position <= position else { break reading }
+                try state.gather(event)
+                read += 1
+            }
+            if page.count < Self.pageSize { break }
+        }
+        kept.keep(state, user: stream.rawValue, eventsRead: read)
+        return state
     }
 
     /// The app's catalog with the events it was folded from (their count is the stream's version;
@@ -39,6 +66,26 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     ) async throws -> (catalog: ProductCatalog, events: [RecordedEvent]) {
         let events = try await readWhole(StreamID.catalog(app: bundleID)).filter { $0.position <= position }
         return (try ProductCatalog(folding: events), events)
+    }
+
+    /// The app's catalog, or as of log `position`, from the kept fold when there is one.
+    public func catalog(app bundleID: String, upToPosition position: Int64 = .max) async throws -> ProductCatalog {
+        guard let kept else { return try await catalogStream(app: bundleID, upToPosition: position).catalog }
+        let stream = try StreamID.catalog(app: bundleID)
+        var folded = kept.catalog(bundleID) ?? KeptFolds.KeptCatalog(catalog: ProductCatalog(), version: 0, lastPosition: 0)
+        guard folded.lastPosition <= position else { return try await catalogStream(app: bundleID, upToPosition: position).catalog }
+        var catalog = folded.catalog
+        reading: while true {
+            let page = try await store.readStream(stream, fromVersion: folded.version + 1, limit: Self.pageSize)
+            for event in page {
+                guard event.position <= position else { break reading }
+                try catalog.apply(event)
+                folded = KeptFolds.KeptCatalog(catalog: catalog, version: event.streamVersion, lastPosition: event.position)
+            }
+            if page.count < Self.pageSize { break }
+        }
+        kept.keep(folded, app: bundleID)
+        return folded.catalog
     }
 
     /// Where the product's current definition was recorded in the app's catalog, if it is defined.

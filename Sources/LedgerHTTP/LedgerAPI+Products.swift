@@ -71,7 +71,7 @@ extension LedgerAPI {
 
     /// `GET /v1/apps/{bundleId}/products`: the catalog, with validators for caching.
     func products(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
-        let (app, context) = try await authorizedApp(request, context, scope: .read)
+        let (app, _) = try await authorizedApp(request, context, scope: .read)
         let catalog = try await catalogState(app: app)
         let etag = "W/\"catalog-\(catalog.version)\""
         var headers: HTTPFields = [.eTag: etag, .cacheControl: "no-cache"]

@@ -23,7 +23,7 @@ struct ProjectionBatchWriter: Sendable {
     init(client: DatabasePool, folds: SharedFolds? = nil, logger: Logger) {
         self.client = client
         self.store = PostgresEventStore(client: client, logger: logger)
-        self.reader = UserStreamReader(store: store)
+        self.reader = UserStreamReader(store: store, kept: folds?.kept)
         self.folds = folds
         self.logger = logger
     }

@@ -30,9 +30,13 @@ final class SharedFolds: Sendable {
 
     private let state = Mutex(State())
     let positionsKept: Int
+    /// Each stream's fold as of the furthest batch end folded, which the next batch's fold starts
+    /// from: a batch reads only the events it adds, however long the users' histories.
+    let kept: KeptFolds
 
-    init(positionsKept: Int = 16) {
+    init(positionsKept: Int = 16, kept: KeptFolds = KeptFolds()) {
         self.positionsKept = positionsKept
+        self.kept = kept
     }
 
     /// How many folds were made, and how many asks were answered with another's fold (for tests

@@ -105,7 +105,7 @@ struct Query: AsyncParsableCommand {
         @OptionGroup var target: Target
 
         func run() async throws {
-            let (state, catalog, _) = try await target.load(options)
+            let (state, _, _) = try await target.load(options)
             struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int }
             try Query.print(state.consumableBalances.map {
                 Balance(productId: $0.productId, purchased: $0.purchased, consumed: $0.consumed, balance: $0.balance)

@@ -1,6 +1,5 @@
 import AsyncHTTPClient
 import Foundation
-import LedgerTesting
 import Logging
 import NIOCore
 import NIOHTTP1

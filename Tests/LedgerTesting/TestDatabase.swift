@@ -101,6 +101,7 @@ public enum TestDatabase {
 
     /// A connection as the owner of the database `client` works in: for what the server's role may
     /// not do, such as tampering with the log to prove that it is noticed.
+    @discardableResult
     public static func withOwnerConnection<Result: Sendable>(
         of client: DatabasePool,
         _ body: (PostgresConnection) async throws -> Result

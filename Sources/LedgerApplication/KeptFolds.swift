@@ -1,0 +1,96 @@
+import LedgerDomain
+import Synchronization
+
+/// Users' streams and apps' catalogs as folded so far, kept in memory so that the next read of
+/// the same stream reads and folds only the events appended after them.
+///
+/// What is kept is the fold of a stream's first `version` events, which the log never changes
+/// (it is append-only, and a stream's versions commit in order). Users' states are kept as
+/// gathered, before judgement: the transactions are judged on every read with the catalog the
+/// reader passes, so a catalog change needs no invalidation. A fold kept here is this code's fold:
+/// nothing is written down, a restart or another version of the ledger folds from the log again.
+///
+/// Bounded: past `capacity` streams, the least recently used are forgotten (their next read
+/// folds the whole stream once more).
+public final class KeptFolds: Sendable {
+    private struct Kept<Value> {
+        var value: Value
+        var used: UInt64
+    }
+
+    private struct State {
+        var users: [String: Kept<UserLedger>] = [:]
+        var catalogs: [String: Kept<KeptCatalog>] = [:]
+        var clock: UInt64 = 0
+        var reads = 0
+        var eventsRead = 0
+    }
+
+    /// An app's catalog folded from its stream's first `version` events.
+    struct KeptCatalog: Sendable {
+        let catalog: ProductCatalog
+        let version: Int64
+        let lastPosition: Int64
+    }
+
+    private let state = Mutex(State())
+    public let capacity: Int
+
+    public init(capacity: Int = 10_000) {
+        precondition(capacity >= 1, "a cache of folds keeps at least one")
+        self.capacity = capacity
+    }
+
+    /// How many reads went through the cache and how many events they read from the log (for
+    /// tests and benchmarks: with long histories the second stays near the number appended).
+    public var counts: (reads: Int, eventsRead: Int) { state.withLock { ($0.reads, $0.eventsRead) } }
+
+    /// How many users' folds are kept.
+    public var keptUsers: Int { state.withLock { $0.users.count } }
+
+    func user(_ stream: String) -> UserLedger? {
+        state.withLock { state in
+            state.clock += 1
+            state.users[stream]?.used = state.clock
+            return state.users[stream]?.value
+        }
+    }
+
+    /// Keeps `folded` unless a fold further along is kept already.
+    func keep(_ folded: UserLedger, user stream: String, eventsRead: Int) {
+        state.withLock { state in
+            state.reads += 1
+            state.eventsRead += eventsRead
+            state.clock += 1
+            if let kept = state.users[stream], kept.value.version >= folded.version { return }
+            state.users[stream] = Kept(value: folded, used: state.clock)
+            Self.trim(&state.users, to: capacity)
+        }
+    }
+
+    func catalog(_ app: String) -> KeptCatalog? {
+        state.withLock { state in
+            state.clock += 1
+            state.catalogs[app]?.used = state.clock
+            return state.catalogs[app]?.value
+        }
+    }
+
+    func keep(_ folded: KeptCatalog, app: String) {
+        state.withLock { state in
+            state.clock += 1
+            if let kept = state.catalogs[app], kept.value.version >= folded.version { return }
+            state.catalogs[app] = Kept(value: folded, used: state.clock)
+            Self.trim(&state.catalogs, to: capacity)
+        }
+    }
+
+    /// Forgets the least recently used tenth once over `capacity`, so that trimming is rare.
+    private static func trim<Value>(_ kept: inout [String: Kept<Value>], to capacity: Int) {
+        guard kept.count > capacity else { return }
+        let excess = kept.count - capacity + capacity / 10
+        for key in kept.sorted(by: { $0.value.used < $1.value.used }).prefix(excess).map(\.key) {
+            kept[key] = nil
+        }
+    }
+}
