@@ -169,6 +169,17 @@ import Testing
                 #expect(reads.output.contains(line), "\(reads.output)")
             }
 
+            let history = try await Self.ledger(
+                ["bench", "history", "--events", "200", "--short", "10", "--long", "100"], database: settings, environment: withOwner
+            )
+            #expect(history.status == 0, "\(history.errors)")
+            for line in ["10 events per user", "100 events per user", "ratio (long / short): writes "] {
+                #expect(history.output.contains(line), "\(history.output)")
+            }
+            let backwards = try await Self.ledger(["bench", "history", "--short", "100", "--long", "10"], database: settings, environment: withOwner)
+            #expect(backwards.status != 0)
+            #expect(backwards.errors.contains("--short (100) must be below --long (10)"), "\(backwards.errors)")
+
             // The server's role alone may not create databases: the command says what to give it.
             let alone = try await Self.ledger(["bench", "fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
             #expect(alone.status != 0)
