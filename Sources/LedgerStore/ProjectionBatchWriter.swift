@@ -18,10 +18,14 @@ struct ProjectionBatchWriter: Sendable {
     let reader: UserStreamReader<PostgresEventStore>
     /// Folds shared with the other projections of the same runner, when there are some.
     let folds: SharedFolds?
+    /// Rows written by one transaction at most (and as many deleted: the same users' old rows),
+    /// unless one user alone has more.
+    let rowsPerTransaction: Int
     let logger: Logger
 
-    init(client: DatabasePool, folds: SharedFolds? = nil, logger: Logger) {
+    init(client: DatabasePool, folds: SharedFolds? = nil, rowsPerTransaction: Int = 5_000, logger: Logger) {
         self.client = client
+        self.rowsPerTransaction = rowsPerTransaction
         self.store = PostgresEventStore(client: client, logger: logger)
         self.reader = UserStreamReader(store: store, kept: folds?.kept)
         self.folds = folds
@@ -34,14 +38,15 @@ struct ProjectionBatchWriter: Sendable {
         try await write(try await rows(for: events, projection, upTo: last), to: projection, table: table, checkpoint: nil)
     }
 
-    /// The rows of every user the batch touched, folded up to `last`. A catalog change touches
-    /// every user of its app, so classifications and durations follow the catalog everywhere.
+    /// The rows of every user the batch touched, folded up to `last`. A product's first
+    /// definition touches the users who recorded something of the product before it (their facts
+    /// take that definition); any later definition applies to later facts only and touches nobody.
     func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
         for event in events {
             if case .catalog(let app) = StreamID.kind(of: event.streamID) {
-                for user in try await self.users(of: app, upTo: last) where seen.insert(user).inserted { users.append(user) }
+                for user in try await self.users(of: app, touchedBy: event) where seen.insert(user).inserted { users.append(user) }
                 continue
             }
             guard let user = UserKey(streamID: event.streamID) else { continue }
@@ -85,12 +90,34 @@ struct ProjectionBatchWriter: Sendable {
         return rows
     }
 
-    /// Every user of an app with an event at or before `position`.
-    private func users(of app: String, upTo position: Int64) async throws -> [UserKey] {
+    /// The users of `app` whose rows a catalog event changes: for a product's first definition,
+    /// those with an event naming the product before it (through the `events_product` index of
+    /// migration 0013); for a redefinition, none.
+    private func users(of app: String, touchedBy event: RecordedEvent) async throws -> [UserKey] {
+        let definition: ProductDefined
+        do {
+            var catalog = ProductCatalog()
+            try catalog.apply(event)
+            guard let product = catalog.products.values.first else { return [] }
+            definition = ProductDefined(product: product)
+        } catch {
+            throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+        }
+        let earlier = try await client.query(
+            """
+            SELECT 1 FROM ledger.events
+            WHERE stream_id = \(event.streamID) AND stream_version < \(event.streamVersion)
+              AND data -> 'product' ->> 'productId' = \(definition.product.productId)
+            LIMIT 1
+            """,
+            logger: logger
+        ).collect()
+        guard earlier.isEmpty else { return [] }
         let rows = try await client.query(
             """
             SELECT DISTINCT stream_id FROM ledger.events
-            WHERE starts_with(stream_id, \(StreamID.userPrefix(app: app))) AND "position" <= \(position)
+            WHERE COALESCE(data -> 'fields' ->> 'product_id', data ->> 'productId') = \(definition.product.productId)
+              AND "position" < \(event.position) AND starts_with(stream_id, \(StreamID.userPrefix(app: app)))
             """,
             logger: logger
         )
@@ -108,9 +135,40 @@ struct ProjectionBatchWriter: Sendable {
     /// `ProjectionTables.withRegistryLocked`): the version's row in `ledger.projections` first, then
     /// its table. A switch-over holding the row makes the batch wait for it, and a batch holding the
     /// row makes the switch wait; neither ever holds what the other holds while waiting for more.
+    ///
+    /// Bounded: users whose rows add up to more than `rowsPerTransaction` are written in several
+    /// transactions, each checking the checkpoint, the last one moving it. Until the last commits,
+    /// readers see some of these users' rows as of the batch's end under the old checkpoint (rows
+    /// ahead of it, never behind); a runner stopped in between applies the batch again from the
+    /// checkpoint, rewriting the same rows.
     func write(
         _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
         checkpoint: (from: Int64, to: Int64)?
+    ) async throws {
+        let chunks = Self.chunks(rows, rowsPerTransaction: rowsPerTransaction)
+        for (index, chunk) in chunks.enumerated() {
+            try await write(chunk, to: projection, table: name, checkpoint: checkpoint, movingIt: index == chunks.count - 1)
+        }
+    }
+
+    /// Users in order, cut where their rows would pass `rowsPerTransaction`; at least one chunk.
+    static func chunks(_ rows: [(UserKey, [[String?]])], rowsPerTransaction: Int) -> [[(UserKey, [[String?]])]] {
+        var chunks: [[(UserKey, [[String?]])]] = [[]]
+        var count = 0
+        for user in rows {
+            if count + user.1.count > rowsPerTransaction, !chunks[chunks.count - 1].isEmpty {
+                chunks.append([])
+                count = 0
+            }
+            chunks[chunks.count - 1].append(user)
+            count += user.1.count
+        }
+        return chunks
+    }
+
+    private func write(
+        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
+        checkpoint: (from: Int64, to: Int64)?, movingIt moves: Bool
     ) async throws {
         try await client.withConnection { connection in
             try await connection.transaction(logger: logger) { connection in
@@ -131,7 +189,7 @@ struct ProjectionBatchWriter: Sendable {
                     }
                 }
                 try await replaceRows(rows, of: projection, in: name, on: connection)
-                guard let checkpoint, checkpoint.to > checkpoint.from else { return }
+                guard moves, let checkpoint, checkpoint.to > checkpoint.from else { return }
                 // Forward only; the database refuses anything else (0010_projection_checkpoints.sql).
                 try await connection.query(
                     """
