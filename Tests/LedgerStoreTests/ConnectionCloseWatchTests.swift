@@ -8,7 +8,7 @@ import Testing
 /// postgres-nio 1.33.2 never answers a statement written to a connection that has just closed, so
 /// the store gives up any wait on a connection once it closes (`unlessClosed`), with one
 /// `closeFuture` callback per connection however many statements run on it.
-@Suite("A wait on a connection is given up when the connection closes", .timeLimit(.minutes(1)))
+@Suite("A wait on a connection is given up when the connection closes", .timeLimit(.minutes(3)))
 struct ConnectionCloseWatchTests {
     @Test("a wait that would never end ends with databaseUnavailable when its connection closes; the watch forgets the connection")
     func aWaitIsGivenUpOnClose() async throws {

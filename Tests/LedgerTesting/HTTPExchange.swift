@@ -19,7 +19,7 @@ public func sendJSON(_ method: HTTPMethod, _ url: String, _ body: [String: Any]?
         request.headers.add(name: "Content-Type", value: "application/json")
         request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
     }
-    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(60))
     let bytes = try await response.body.collect(upTo: 16 * 1024 * 1024)
     let data = Data(bytes.readableBytesView)
     let json = data.isEmpty ? nil : try? JSONSerialization.jsonObject(with: data)
