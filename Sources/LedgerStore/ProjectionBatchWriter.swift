@@ -5,6 +5,7 @@ import LedgerProjections
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// Recomputes the rows of the users a batch of events touched, and writes them in one
 /// transaction: what the runner does for every batch, and a rebuild for the events that arrive
@@ -21,6 +22,8 @@ struct ProjectionBatchWriter: Sendable {
     /// Rows written by one transaction at most (and as many deleted: the same users' old rows),
     /// unless one user alone has more.
     let rowsPerTransaction: Int
+    /// What the writes did: transactions and rows (for benchmarks and tests).
+    let statistics = WriteStatistics()
     let logger: Logger
 
     init(client: DatabasePool, folds: SharedFolds? = nil, rowsPerTransaction: Int = 5_000, logger: Logger) {
@@ -189,6 +192,7 @@ struct ProjectionBatchWriter: Sendable {
                     }
                 }
                 try await replaceRows(rows, of: projection, in: name, on: connection)
+                statistics.note(rows: rows.reduce(0) { $0 + $1.1.count }, users: rows.count)
                 guard moves, let checkpoint, checkpoint.to > checkpoint.from else { return }
                 // Forward only; the database refuses anything else (0010_projection_checkpoints.sql).
                 try await connection.query(
@@ -241,6 +245,37 @@ struct ProjectionBatchWriter: Sendable {
                 }
             }
             if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        }
+    }
+}
+
+/// Transactions a batch writer committed or tried, and the most rows one of them wrote.
+public final class WriteStatistics: Sendable {
+    public struct Counts: Sendable {
+        public var transactions = 0
+        public var rows = 0
+        public var largestRows = 0
+        public var largestUsers = 0
+    }
+
+    private let counts = Mutex(Counts())
+
+    public var current: Counts { counts.withLock { $0 } }
+
+    /// Starts the largest transaction's figures over (the totals keep counting).
+    public func resetLargest() {
+        counts.withLock { counts in
+            counts.largestRows = 0
+            counts.largestUsers = 0
+        }
+    }
+
+    func note(rows: Int, users: Int) {
+        counts.withLock { counts in
+            counts.transactions += 1
+            counts.rows += rows
+            counts.largestRows = max(counts.largestRows, rows)
+            counts.largestUsers = max(counts.largestUsers, users)
         }
     }
 }

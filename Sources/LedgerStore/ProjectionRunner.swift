@@ -22,6 +22,8 @@ public struct ProjectionRunner: Service {
     let client: DatabasePool
     let store: PostgresEventStore
     let batches: ProjectionBatchWriter
+    /// The rows this runner's batches wrote, transaction by transaction.
+    public var writes: WriteStatistics { batches.statistics }
     let listenConfiguration: PostgresConnection.Configuration?
     let projections: [any UserProjection.Type]
     let batchSize: Int

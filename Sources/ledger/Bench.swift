@@ -9,7 +9,7 @@ import Logging
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Measure the ledger against a raw-SQL baseline in the same run.",
-        subcommands: [Append.self, Seed.self, History.self, Rebuild.self, Verify.self, Load.self, Reads.self, Fuzz.self]
+        subcommands: [Append.self, Seed.self, History.self, Catalog.self, Rebuild.self, Verify.self, Load.self, Reads.self, Fuzz.self]
     )
 
     struct Seed: AsyncParsableCommand {

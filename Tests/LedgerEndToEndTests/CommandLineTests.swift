@@ -176,6 +176,10 @@ import Testing
             for line in ["10 events per user", "100 events per user", "ratio (long / short): writes "] {
                 #expect(history.output.contains(line), "\(history.output)")
             }
+            let catalog = try await Self.ledger(["bench", "catalog", "--users", "40", "--buyers-every", "4"], database: settings, environment: withOwner)
+            #expect(catalog.status == 0, "\(catalog.errors)")
+            let gems = catalog.output.split(separator: "\n").first { $0.hasPrefix("first definition of gems.pack") }
+            #expect(gems?.split(separator: " ").dropFirst(7).first == "10", "ten of the forty bought gems.pack first: \(catalog.output)")
             let backwards = try await Self.ledger(["bench", "history", "--short", "100", "--long", "10"], database: settings, environment: withOwner)
             #expect(backwards.status != 0)
             #expect(backwards.errors.contains("--short (100) must be below --long (10)"), "\(backwards.errors)")

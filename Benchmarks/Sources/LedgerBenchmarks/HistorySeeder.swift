@@ -215,6 +215,23 @@ public struct HistorySeeder: Sendable {
         return written
     }
 
+    /// Records one purchase of `product` (which the catalog may not know yet) for a seeded user:
+    /// a receipt as the App Store would answer it. Returns the events appended.
+    public func purchase(_ product: String, quantity: Int = 1, user index: Int, app: String) async throws -> Int {
+        let user = "user-\(index)"
+        let bought = Date(timeIntervalSince1970: 1_704_067_200 + Double(index % 10_000) * 600)
+        let transactionId = "\(index)-\(product)"
+        let fields = ["transaction_id": transactionId, "original_transaction_id": transactionId, "product_id": product,
+                      "quantity": String(quantity), "purchase_date_ms": String(bought.milliseconds),
+                      "in_app_ownership_type": "PURCHASED", "is_trial_period": "false"]
+        let answer = AppStoreAnswer(
+            receiptHash: AppStoreReceiptVerifier.sha256Hex("purchase \(user) \(product)"),
+            answerHash: AppStoreReceiptVerifier.sha256Hex("answer \(user) \(product)"),
+            environment: .production, status: 0, answeredAt: bought, transactions: [fields], renewalInfo: []
+        )
+        return try await record(answer, app: app, user: user, device: "device-\(index)-0")
+    }
+
     private func record(_ answer: AppStoreAnswer, app: String, user: String, device: String) async throws -> Int {
         try await execute(app: app, user: user) { state, _ in
             try UserDecisions.observeReceipt(answer, app: app, deviceId: device, price: "0.99", currency: "USD",
