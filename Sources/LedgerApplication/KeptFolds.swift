@@ -10,8 +10,9 @@ import Synchronization
 /// reader passes, so a catalog change needs no invalidation. A fold kept here is this code's fold:
 /// nothing is written down, a restart or another version of the ledger folds from the log again.
 ///
-/// Bounded: past `capacity` streams, the least recently used are forgotten (their next read
-/// folds the whole stream once more).
+/// Bounded: past `capacity` users, or once the kept users' streams add up to more than
+/// `eventCapacity` events (a fold's memory grows with its stream), the least recently used are
+/// forgotten (their next read folds the whole stream once more).
 public final class KeptFolds: Sendable {
     private struct Kept<Value> {
         var value: Value
@@ -22,6 +23,8 @@ public final class KeptFolds: Sendable {
         var users: [String: Kept<UserLedger>] = [:]
         var catalogs: [String: Kept<KeptCatalog>] = [:]
         var clock: UInt64 = 0
+        /// The kept users' stream versions, added up: the events their folds hold.
+        var events: Int64 = 0
         var reads = 0
         var eventsRead = 0
     }
@@ -35,10 +38,12 @@ public final class KeptFolds: Sendable {
 
     private let state = Mutex(State())
     public let capacity: Int
+    public let eventCapacity: Int64
 
-    public init(capacity: Int = 10_000) {
-        precondition(capacity >= 1, "a cache of folds keeps at least one")
+    public init(capacity: Int = 10_000, eventCapacity: Int64 = 1_000_000) {
+        precondition(capacity >= 1 && eventCapacity >= 1, "a cache of folds keeps at least one")
         self.capacity = capacity
+        self.eventCapacity = eventCapacity
     }
 
     /// How many reads went through the cache and how many events they read from the log (for
@@ -47,6 +52,9 @@ public final class KeptFolds: Sendable {
 
     /// How many users' folds are kept.
     public var keptUsers: Int { state.withLock { $0.users.count } }
+
+    /// How many events the kept users' folds hold.
+    public var keptEvents: Int64 { state.withLock { $0.events } }
 
     func user(_ stream: String) -> UserLedger? {
         state.withLock { state in
@@ -62,9 +70,19 @@ public final class KeptFolds: Sendable {
             state.reads += 1
             state.eventsRead += eventsRead
             state.clock += 1
-            if let kept = state.users[stream], kept.value.version >= folded.version { return }
+            if let kept = state.users[stream] {
+                guard kept.value.version < folded.version else { return }
+                state.events -= kept.value.version
+            }
             state.users[stream] = Kept(value: folded, used: state.clock)
-            Self.trim(&state.users, to: capacity)
+            state.events += folded.version
+            guard state.users.count > capacity || state.events > eventCapacity else { return }
+            // The least recently used first, until a tenth below both bounds: trimming stays rare.
+            for (key, kept) in state.users.sorted(by: { $0.value.used < $1.value.used }) {
+                guard state.users.count > capacity - capacity / 10 || state.events > eventCapacity - eventCapacity / 10 else { break }
+                state.users[key] = nil
+                state.events -= kept.value.version
+            }
         }
     }
 

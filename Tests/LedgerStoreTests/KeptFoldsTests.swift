@@ -87,6 +87,15 @@ struct KeptFoldsTests {
                 }
             }
             #expect(kept.keptUsers <= 10)
+            // Bounded by the events the folds hold, too: long streams take more memory.
+            let small = KeptFolds(capacity: 1_000, eventCapacity: 12)
+            let reader = UserStreamReader(store: PostgresEventStore(client: client, logger: Self.logger), kept: small)
+            let known = try await reader.catalog(app: Self.app)
+            for user in 0..<30 {
+                #expect(try await reader.state(of: .user(app: Self.app, user: "u\(user)"), catalog: known).balance(of: "coins") == 1)
+                #expect(small.keptEvents <= 12, "\(small.keptEvents) events kept after u\(user)")
+            }
+            #expect(small.keptUsers >= 1)
             let catalog = try await handler.reader.catalog(app: Self.app)
             let before = kept.counts.eventsRead
             let state = try await handler.reader.state(of: .user(app: Self.app, user: "u0"), catalog: catalog)
