@@ -8,24 +8,52 @@ import Foundation
 public struct AppStoreFields: Hashable, Sendable {
     public let values: [String: String]
 
+    /// The transaction fields below, read once here: the classifier reads them for every
+    /// transaction of a user on every fold, and reading them from `values` each time was a large
+    /// part of its cost.
     public init(_ values: [String: String]) {
         self.values = values
+        transactionId = Self.text(values, "transaction_id")
+        originalTransactionId = Self.text(values, "original_transaction_id")
+        productId = Self.text(values, "product_id")
+        quantity = max(Self.text(values, "quantity").flatMap { Int($0) } ?? 1, 1)
+        purchaseDate = Self.date(values, "purchase_date")
+        expiresDate = Self.date(values, "expires_date")
+        cancellationDate = Self.date(values, "cancellation_date")
+        cancellationReason = Self.text(values, "cancellation_reason").flatMap { Int($0) }
+        webOrderLineItemId = Self.text(values, "web_order_line_item_id")
+        isTrialPeriod = Self.flag(values, "is_trial_period")
+        isInIntroOfferPeriod = Self.flag(values, "is_in_intro_offer_period")
+        isUpgraded = Self.flag(values, "is_upgraded")
+        isFamilyShared = Self.text(values, "in_app_ownership_type") == "FAMILY_SHARED"
     }
 
-    public subscript(key: String) -> String? {
+    private static func text(_ values: [String: String], _ key: String) -> String? {
         guard let value = values[key], !value.isEmpty else { return nil }
         return value
     }
 
+    private static func date(_ values: [String: String], _ key: String) -> Date? {
+        if let milliseconds = text(values, "\(key)_ms").flatMap(Int64.init), let date = Date(recordableMilliseconds: milliseconds) { return date }
+        return text(values, key).flatMap(parseAppleDate)
+    }
+
+    private static func flag(_ values: [String: String], _ key: String) -> Bool {
+        guard let value = text(values, key)?.lowercased() else { return false }
+        return value == "true" || value == "1"
+    }
+
+    public subscript(key: String) -> String? {
+        Self.text(values, key)
+    }
+
     /// Milliseconds win; dates the ledger cannot record (`Date.recordableMilliseconds`) are unreadable.
     public func date(_ key: String) -> Date? {
-        if let milliseconds = self["\(key)_ms"].flatMap(Int64.init), let date = Date(recordableMilliseconds: milliseconds) { return date }
-        return self[key].flatMap(Self.parseAppleDate)
+        Self.date(values, key)
     }
 
     public func flag(_ key: String) -> Bool {
-        guard let value = self[key]?.lowercased() else { return false }
-        return value == "true" || value == "1"
+        Self.flag(values, key)
     }
 
     public func int(_ key: String) -> Int? {
@@ -34,21 +62,30 @@ public struct AppStoreFields: Hashable, Sendable {
 
     // MARK: Transaction fields
 
-    public var transactionId: String? { self["transaction_id"] }
-    public var originalTransactionId: String? { self["original_transaction_id"] }
-    public var productId: String? { self["product_id"] }
-    public var quantity: Int { max(int("quantity") ?? 1, 1) }
-    public var purchaseDate: Date? { date("purchase_date") }
-    public var expiresDate: Date? { date("expires_date") }
-    public var cancellationDate: Date? { date("cancellation_date") }
+    public let transactionId: String?
+    public let originalTransactionId: String?
+    public let productId: String?
+    public let quantity: Int
+    public let purchaseDate: Date?
+    public let expiresDate: Date?
+    public let cancellationDate: Date?
     /// "1": the customer cited a problem with the app; "0": another reason.
-    public var cancellationReason: Int? { int("cancellation_reason") }
-    public var webOrderLineItemId: String? { self["web_order_line_item_id"] }
-    public var isTrialPeriod: Bool { flag("is_trial_period") }
-    public var isInIntroOfferPeriod: Bool { flag("is_in_intro_offer_period") }
-    public var isUpgraded: Bool { flag("is_upgraded") }
+    public let cancellationReason: Int?
+    public let webOrderLineItemId: String?
+    public let isTrialPeriod: Bool
+    public let isInIntroOfferPeriod: Bool
+    public let isUpgraded: Bool
     /// `FAMILY_SHARED` when a family member's purchase gives the user access.
-    public var isFamilyShared: Bool { self["in_app_ownership_type"] == "FAMILY_SHARED" }
+    public let isFamilyShared: Bool
+
+    /// The fields are the value: what is read from them follows.
+    public static func == (lhs: AppStoreFields, rhs: AppStoreFields) -> Bool {
+        lhs.values == rhs.values
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(values)
+    }
 
     /// Apple's `2013-01-01 00:00:00 Etc/GMT` form (the `*_ms` fields are preferred).
     static func parseAppleDate(_ text: String) -> Date? {
