@@ -45,18 +45,29 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         }
         var state = start
         var read = 0
-        reading: while true {
-            let page = try await store.readStream(stream, fromVersion: state.version + 1, limit: Self.pageSize)
-            for event in page {
-                // A stream's positions grow with its versions: the rest is past `position` too.
-                guard event.position <= position else { break reading }
-                try state.gather(event)
-                read += 1
-            }
-            if page.count < Self.pageSize { break }
+        try await forEvents(of: stream, after: state.version, upToPosition: position) { event in
+            try state.gather(event)
+            read += 1
         }
         kept.keep(state, user: stream.rawValue, eventsRead: read)
         return state
+    }
+
+    /// The stream's events after version `version`, in order, up to log `position`.
+    private func forEvents(
+        of stream: StreamID, after version: Int64, upToPosition position: Int64, _ body: (RecordedEvent) throws -> Void
+    ) async throws {
+        var next = version + 1
+        while true {
+            let page = try await store.readStream(stream, fromVersion: next, limit: Self.pageSize)
+            for event in page {
+                // A stream's positions grow with its versions: the rest is past `position` too.
+                guard event.position <= position else { return }
+                try body(event)
+                next = event.streamVersion + 1
+            }
+            if page.count < Self.pageSize { return }
+        }
     }
 
     /// The app's catalog with the events it was folded from (their count is the stream's version;
@@ -75,14 +86,9 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         var folded = kept.catalog(bundleID) ?? KeptFolds.KeptCatalog(catalog: ProductCatalog(), version: 0, lastPosition: 0)
         guard folded.lastPosition <= position else { return try await catalogStream(app: bundleID, upToPosition: position).catalog }
         var catalog = folded.catalog
-        reading: while true {
-            let page = try await store.readStream(stream, fromVersion: folded.version + 1, limit: Self.pageSize)
-            for event in page {
-                guard event.position <= position else { break reading }
-                try catalog.apply(event)
-                folded = KeptFolds.KeptCatalog(catalog: catalog, version: event.streamVersion, lastPosition: event.position)
-            }
-            if page.count < Self.pageSize { break }
+        try await forEvents(of: stream, after: folded.version, upToPosition: position) { event in
+            try catalog.apply(event)
+            folded = KeptFolds.KeptCatalog(catalog: catalog, version: event.streamVersion, lastPosition: event.position)
         }
         kept.keep(folded, app: bundleID)
         return folded.catalog

@@ -49,7 +49,10 @@ struct ProjectionBatchWriter: Sendable {
         var seen = Set<UserKey>()
         for event in events {
             if case .catalog(let app) = StreamID.kind(of: event.streamID) {
-                for user in try await self.users(of: app, touchedBy: event) where seen.insert(user).inserted { users.append(user) }
+                let catalog = try await self.catalog(of: app, upTo: last)
+                for user in try await self.users(of: app, touchedBy: event, catalog: catalog) where seen.insert(user).inserted {
+                    users.append(user)
+                }
                 continue
             }
             guard let user = UserKey(streamID: event.streamID) else { continue }
@@ -68,11 +71,7 @@ struct ProjectionBatchWriter: Sendable {
             if let known = catalogs[user.app] {
                 catalog = known
             } else {
-                if let folds {
-                    catalog = try await folds.catalog(app: user.app, upTo: last, reader: reader)
-                } else {
-                    catalog = try await reader.catalog(app: user.app, upToPosition: last)
-                }
+                catalog = try await self.catalog(of: user.app, upTo: last)
                 catalogs[user.app] = catalog
             }
             let state: UserLedger
@@ -93,29 +92,24 @@ struct ProjectionBatchWriter: Sendable {
         return rows
     }
 
+    /// The app's catalog up to `last`: the runner's shared fold when there is one.
+    private func catalog(of app: String, upTo last: Int64) async throws -> ProductCatalog {
+        if let folds { return try await folds.catalog(app: app, upTo: last, reader: reader) }
+        return try await reader.catalog(app: app, upToPosition: last)
+    }
+
     /// The users of `app` whose rows a catalog event changes: for a product's first definition,
     /// those with an event naming the product before it (through the `events_product` index of
-    /// migration 0013); for a redefinition, none.
-    private func users(of app: String, touchedBy event: RecordedEvent) async throws -> [UserKey] {
+    /// migration 0013); for a redefinition, none. `catalog` is the app's, at or past the event.
+    private func users(of app: String, touchedBy event: RecordedEvent, catalog: ProductCatalog) async throws -> [UserKey] {
         let definition: ProductDefined
         do {
-            var catalog = ProductCatalog()
-            try catalog.apply(event)
-            guard let product = catalog.products.values.first else { return [] }
-            definition = ProductDefined(product: product)
+            guard event.type == ProductDefined.typeName.stored else { throw UnknownEventType(type: event.type) }
+            definition = try LedgerJSON.decode(ProductDefined.self, from: event.data)
         } catch {
             throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
         }
-        let earlier = try await client.query(
-            """
-            SELECT 1 FROM ledger.events
-            WHERE stream_id = \(event.streamID) AND stream_version < \(event.streamVersion)
-              AND data -> 'product' ->> 'productId' = \(definition.product.productId)
-            LIMIT 1
-            """,
-            logger: logger
-        ).collect()
-        guard earlier.isEmpty else { return [] }
+        guard catalog.history[definition.product.productId]?.first?.position == event.position else { return [] }
         let rows = try await client.query(
             """
             SELECT DISTINCT stream_id FROM ledger.events
