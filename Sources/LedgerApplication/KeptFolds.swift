@@ -5,9 +5,10 @@ import Synchronization
 /// the same stream reads and folds only the events appended after them.
 ///
 /// What is kept is the fold of a stream's first `version` events, which the log never changes
-/// (it is append-only, and a stream's versions commit in order). Users' states are kept as
-/// gathered, before judgement: the transactions are judged on every read with the catalog the
-/// reader passes, so a catalog change needs no invalidation. A fold kept here is this code's fold:
+/// (it is append-only, and a stream's versions commit in order). Users' states are kept as last
+/// judged: a read judges again with the catalog it passes, looking only at the transactions its
+/// events touch when the catalog is the one they were judged with, and at all of them when it is
+/// not, so a catalog change needs no invalidation (`UserLedger.classify(by:)`). A fold kept here is this code's fold:
 /// nothing is written down, a restart or another version of the ledger folds from the log again.
 ///
 /// Bounded: past `capacity` users, or once the kept users' streams add up to more than
@@ -64,14 +65,15 @@ public final class KeptFolds: Sendable {
         }
     }
 
-    /// Keeps `folded` unless a fold further along is kept already.
+    /// Keeps `folded` unless a fold further along is kept already (one as far along is replaced:
+    /// the same fold, judged more recently).
     func keep(_ folded: UserLedger, user stream: String, eventsRead: Int) {
         state.withLock { state in
             state.reads += 1
             state.eventsRead += eventsRead
             state.clock += 1
             if let kept = state.users[stream] {
-                guard kept.value.version < folded.version else { return }
+                guard kept.value.version <= folded.version else { return }
                 state.events -= kept.value.version
             }
             state.users[stream] = Kept(value: folded, used: state.clock)

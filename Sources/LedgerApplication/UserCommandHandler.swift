@@ -118,7 +118,7 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                     // their positions, so the state it gives must include them.
                     state = try await reader.state(of: stream, catalog: catalog)
                 } else {
-                    state = state.classified(by: catalog)  // judged once, after the whole append
+                    state.classify(by: catalog)  // judged once, after the whole append
                 }
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {

@@ -29,18 +29,15 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     }
 
     /// A user stream folded to its end, or up to log `position`, judged with `catalog` (which the
-    /// caller read up to the same position).
+    /// caller read up to the same position): from the kept fold when there is one at or before
+    /// `position`, else from the start. The fold is kept judged, so that the next read judges again
+    /// only the transactions its events touch (`UserLedger.classify(by:)`).
     public func state(of stream: StreamID, upToPosition position: Int64 = .max, catalog: ProductCatalog) async throws -> UserLedger {
-        try await gathered(stream, upToPosition: position).classified(by: catalog)
-    }
-
-    /// The user's stream folded up to log `position`, its transactions not yet judged: from the
-    /// kept fold when there is one at or before `position`, else from the start.
-    private func gathered(_ stream: StreamID, upToPosition position: Int64) async throws -> UserLedger {
         let start = kept?.user(stream.rawValue) ?? UserLedger()
         guard let kept, start.lastPosition <= position else {
             var state = UserLedger()
             for event in try await readWhole(stream) where event.position <= position { try state.gather(event) }
+            state.classify(by: catalog)
             return state
         }
         var state = start
@@ -49,6 +46,7 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
             try state.gather(event)
             read += 1
         }
+        state.classify(by: catalog)
         kept.keep(state, user: stream.rawValue, eventsRead: read)
         return state
     }

@@ -43,8 +43,10 @@ struct LedgerHealthTests {
             try await Self.append(18_000, store, from: 2_000)
             _ = try await Self.pagesTouched(client, ProjectionStatus.query)
             let large = try await Self.pagesTouched(client, ProjectionStatus.query)
-            // What /health did before: count the events past each checkpoint.
-            let counting = try await Self.pagesTouched(client, "SELECT count(*) FROM ledger.events e WHERE e.position > 0")
+            // What /health did before: count the events past each checkpoint. Counted by a column,
+            // so that it reads the rows as it did: once autovacuum has set the visibility map
+            // (under a loaded suite it sometimes has), count(*) reads the position index alone.
+            let counting = try await Self.pagesTouched(client, "SELECT count(e.data) FROM ledger.events e WHERE e.position > 0")
             #expect(large <= small + 3, "pages touched: \(small) with 2,000 events, \(large) with 20,000")
             #expect(large < 40 && counting > 10 * large, "pages touched with 20,000 events: \(large); counting them: \(counting)")
             let status = try #require(try await ProjectionStatus.all(client, logger: Self.logger).first)

@@ -42,16 +42,39 @@ public enum TransactionClassifier {
     }
 
     public static func classify(_ facts: TransactionFacts, catalog: ProductCatalog, rules: Rules = .current) -> [UserLedger.Transaction] {
-        let observations = facts.order.compactMap { facts.observed[$0] }
+        let judged = judge(facts.order.compactMap { facts.observed[$0] }, facts: facts, catalog: catalog, rules: rules)
+        return facts.order.compactMap { judged[$0] }
+    }
+
+    /// The transactions of `observations` (in the order they were recorded), judged by the rules
+    /// with what the user's facts say of them: kinds and refunds, and with `pricing`, prices.
+    ///
+    /// Kinds and refunds read only transactions tied to the one judged (`TransactionTies`), so a
+    /// set closed under those ties is judged exactly as within all of the user's transactions.
+    /// Prices read besides the kinds of the other transactions of the post that brought the
+    /// transaction, and the user's currency (`price(_:facts:catalog:into:)`).
+    static func judge(
+        _ observations: [TransactionFacts.Observed], facts: TransactionFacts, catalog: ProductCatalog, rules: Rules,
+        pricing: Bool = true
+    ) -> [String: UserLedger.Transaction] {
         var judged: [String: UserLedger.Transaction] = [:]
+        judged.reserveCapacity(observations.count)
         for observation in observations {
             judged[observation.transactionId] = base(observation, catalog: catalog)
         }
         classifyAutoRenewables(observations, rules: rules, into: &judged)
         classifyOthers(observations, into: &judged)
         applyRefunds(observations, facts: facts, into: &judged)
-        price(observations, facts: facts, catalog: catalog, into: &judged)
-        return facts.order.compactMap { judged[$0] }
+        if pricing { price(observations, facts: facts, catalog: catalog, into: &judged) }
+        return judged
+    }
+
+    /// The product type a transaction is judged as: the catalog's when the fact was recorded (or
+    /// its first definition), else what a version-1 event said, else auto-renewable when it expires.
+    static func productType(of observation: TransactionFacts.Observed, catalog: ProductCatalog) -> ProductType {
+        catalog.product(observation.fields.productId ?? "", asOf: observation.first.position)?.type
+            ?? observation.legacy?.productType.flatMap { $0 == .unknown ? nil : $0 }
+            ?? (observation.fields.expiresDate != nil ? .autoRenewable : .unknown)
     }
 
     // MARK: Steps
@@ -60,9 +83,7 @@ public enum TransactionClassifier {
         let fields = observation.fields
         let productId = fields.productId ?? ""
         let expires = fields.expiresDate
-        let type = catalog.product(productId, asOf: observation.first.position)?.type
-            ?? observation.legacy?.productType.flatMap { $0 == .unknown ? nil : $0 }
-            ?? (expires != nil ? .autoRenewable : .unknown)
+        let type = productType(of: observation, catalog: catalog)
         let offer: UserLedger.Transaction.Offer = fields.isTrialPeriod ? .freeTrial : fields.isInIntroOfferPeriod ? .introOffer : .none
         var transaction = UserLedger.Transaction(
             transactionId: observation.transactionId,
@@ -176,8 +197,9 @@ public enum TransactionClassifier {
                 refunds.append((observation.transactionId, cancelled, reason, seen))
             }
         }
-        for (id, revocation) in facts.revocations {
-            refunds.append((id, revocation.revokedAt, revocation.reason, revocation.at))
+        for observation in observations {
+            guard let revocation = facts.revocations[observation.transactionId] else { continue }
+            refunds.append((observation.transactionId, revocation.revokedAt, revocation.reason, revocation.at))
         }
         refunds.sort { ($0.seen.position, $0.id) < ($1.seen.position, $1.id) }
         for entry in refunds {
@@ -188,13 +210,16 @@ public enum TransactionClassifier {
         }
     }
 
-    private static func price(
+    /// Prices the transactions of `observations`, judged but not priced in `judged`, which must
+    /// also hold (judged, priced or not) every other transaction first seen in their posts.
+    static func price(
         _ observations: [TransactionFacts.Observed], facts: TransactionFacts, catalog: ProductCatalog,
         into judged: inout [String: UserLedger.Transaction]
     ) {
         // The device's report goes on the newest purchase or upgrade first seen in its post.
         var devicePrices: [String: (price: String, currency: String)] = [:]
-        for post in facts.posts {
+        for index in Set(observations.compactMap(\.post)).sorted() {
+            let post = facts.posts[index]
             guard let price = post.price, let currency = post.currency else { continue }
             let candidates = post.firstObserved.compactMap { judged[$0] }.filter {
                 ($0.kind == .purchase || $0.kind == .upgrade) && !$0.isFamilyShared
@@ -206,8 +231,7 @@ public enum TransactionClassifier {
                 devicePrices[observation.transactionId] = (price, currency)
             }
         }
-        let userCurrency = facts.posts.last { $0.currency != nil }?.currency
-            ?? observations.last { $0.legacy?.currency != nil }?.legacy?.currency
+        let userCurrency = facts.userCurrency
         for observation in observations {
             guard var transaction = judged[observation.transactionId], transaction.kind.isPayment, !transaction.isFamilyShared else { continue }
             let product = catalog.product(transaction.productId, asOf: observation.first.position)

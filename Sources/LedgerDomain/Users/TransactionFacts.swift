@@ -67,12 +67,21 @@ public struct TransactionFacts: Hashable, Sendable {
     public private(set) var renewalInfo: [String: AppStoreFields] = [:]
     /// The post whose observations are being folded: a post's observations follow it in one append.
     private var openPost: Int?
+    /// Every transaction id whose facts changed (observed, observed again, revoked, reported
+    /// expired), in the order of the changes: what a judgement kept from before has to look at again.
+    public private(set) var changes: [String] = []
+    /// The currency of the latest post that reported one, and failing that of the latest version-1
+    /// event that did: the currency the catalog prices a user's purchases in.
+    public var userCurrency: String? { latestPostCurrency ?? latestLegacyCurrency }
+    private var latestPostCurrency: String?
+    private var latestLegacyCurrency: String?
 
     public init() {}
 
     mutating func post(_ event: ReceiptPosted, at: Recorded) {
         posts.append(Post(deviceId: event.deviceId, price: event.price, currency: event.currency, at: at))
         openPost = posts.indices.last
+        if let currency = event.currency { latestPostCurrency = currency }
     }
 
     /// Any other event ends the open post.
@@ -87,6 +96,7 @@ public struct TransactionFacts: Hashable, Sendable {
             if known.cancellationSeen == nil, fields.cancellationDate != nil { known.cancellationSeen = at }
             if event.status == 21006 { known.reportExpiry(at: event.answeredAt) }
             observed[event.transactionId] = known
+            changes.append(event.transactionId)
             return
         }
         let post = openPost
@@ -133,16 +143,20 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func revoke(_ event: PurchaseRevoked, at: Recorded) {
         guard revocations[event.transactionId] == nil else { return }
         revocations[event.transactionId] = Revocation(revokedAt: event.revokedAt, reason: event.reason, at: at)
+        changes.append(event.transactionId)
     }
 
     mutating func reportExpiry(_ event: SubscriptionExpiryReported) {
         observed[event.transactionId]?.reportExpiry(at: event.reportedAt)
+        changes.append(event.transactionId)
     }
 
     private mutating func record(_ observation: Observed) {
         guard observed[observation.transactionId] == nil else { return }
         observed[observation.transactionId] = observation
         order.append(observation.transactionId)
+        changes.append(observation.transactionId)
+        if let currency = observation.legacy?.currency { latestLegacyCurrency = currency }
     }
 
     private static func fields(_ id: String, _ original: String, _ product: String, _ purchased: Date, _ expires: Date?) -> [String: String] {

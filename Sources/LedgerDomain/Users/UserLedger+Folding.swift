@@ -5,7 +5,7 @@ extension UserLedger {
     public init(folding events: some Sequence<RecordedEvent>, catalog: ProductCatalog) throws {
         self.init()
         for event in events { try gather(event) }
-        self = classified(by: catalog)
+        classify(by: catalog)
     }
 
     /// Folds one recorded event without judging (see `gather(_:version:context:)`).

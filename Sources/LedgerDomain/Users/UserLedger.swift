@@ -93,6 +93,16 @@ public struct UserLedger: Hashable, Sendable {
 
         public var isRevoked: Bool { revokedAt != nil }
 
+        /// The same transaction before pricing.
+        var unpriced: Transaction {
+            var copy = self
+            copy.price = nil
+            copy.currency = nil
+            copy.priceSource = .none
+            copy.catalogPrice = nil
+            return copy
+        }
+
         /// Money taken, as finance counts it: a payment, in production, not family-shared.
         public var isRevenue: Bool { kind.isPayment && environment == .production && !isFamilyShared }
 
@@ -145,9 +155,9 @@ public struct UserLedger: Hashable, Sendable {
     /// The transactions as classified, by id, and their order (the order they were recorded).
     public private(set) var transactions: [String: Transaction] = [:]
     public private(set) var order: [String] = []
-    /// Every delivery to a device, in log order.
-    public private(set) var deliveries: [Delivery] = []
     private var restoredToDevices: [Delivery] = []
+    /// The last judgement, so the next one looks again only at what changed since.
+    private var judgement = KeptJudgement()
 
     /// Whether a device finished the transaction.
     public func isFinished(_ transactionId: String) -> Bool { finishPositions[transactionId] != nil }
@@ -219,24 +229,36 @@ public struct UserLedger: Hashable, Sendable {
     /// history: each fact sees the catalog as it stood when the fact was recorded).
     public func classified(by catalog: ProductCatalog, rules: TransactionClassifier.Rules = .current) -> UserLedger {
         var copy = self
-        copy.catalog = catalog
-        copy.rules = rules
-        copy.classify()
+        copy.classify(by: catalog, rules: rules)
         return copy
     }
 
+    /// Judges the transactions with `catalog`, in place. Only the transactions whose facts changed
+    /// since the last judgement, and those the rules tie to them, are judged again, unless the
+    /// catalog, the rules or the user's currency differ from last time (`KeptJudgement`): the
+    /// result is always what judging every transaction from scratch gives.
+    public mutating func classify(by catalog: ProductCatalog, rules: TransactionClassifier.Rules = .current) {
+        self.catalog = catalog
+        self.rules = rules
+        classify()
+    }
+
     private mutating func classify() {
-        let judged = TransactionClassifier.classify(facts, catalog: catalog, rules: rules)
-        transactions = Dictionary(uniqueKeysWithValues: judged.map { ($0.transactionId, $0) })
-        order = judged.map(\.transactionId)
-        var deliveries: [Delivery] = judged.compactMap { transaction in
+        judgement.judge(facts, catalog: catalog, rules: rules, into: &transactions)
+        order = facts.order  // every transaction observed is judged
+    }
+
+    /// Every delivery to a device, in log order: each transaction to the device whose post first
+    /// brought it, and the non-renewing periods the ledger restored to other devices.
+    public var deliveries: [Delivery] {
+        var deliveries: [Delivery] = transactionsInOrder.compactMap { transaction in
             guard let device = transaction.deviceId else { return nil }
             return Delivery(deviceId: device, transactionId: transaction.transactionId,
                             kind: transaction.kind == .restore ? .restore : .purchase,
                             position: transaction.position, recordedAt: transaction.recordedAt)
         }
         deliveries += restoredToDevices
-        self.deliveries = deliveries.enumerated().sorted { ($0.element.position, $0.offset) < ($1.element.position, $1.offset) }.map(\.element)
+        return deliveries.enumerated().sorted { ($0.element.position, $0.offset) < ($1.element.position, $1.offset) }.map(\.element)
     }
 
     /// Purchased (non-revoked purchases' quantities) minus consumed. Below zero only after a
