@@ -6,18 +6,11 @@ import Testing
 /// every transaction from scratch gives: over random streams of every fact a user's stream holds,
 /// with the catalog, the rules and the user's currency changing along the way.
 @Suite struct KeptJudgementTests {
-    /// SplitMix64: the same seed, the same stream.
+    /// The same seed, the same stream (`SeededGenerator`, shared with the schedule's tests).
     struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-
-        mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+        var generator: SeededGenerator
+        init(seed: UInt64) { generator = SeededGenerator(seed: seed) }
+        mutating func below(_ bound: Int) -> Int { Int(generator.next() % UInt64(bound)) }
         mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
         mutating func pick<T>(_ values: [T]) -> T { values[below(values.count)] }
     }
@@ -39,7 +32,7 @@ import Testing
 
     /// One random stream of `length` events; checks the judgement after each.
     func check(seed: UInt64, length: Int) throws {
-        var random = Random(state: seed)
+        var random = Random(seed: seed)
         var catalog = ProductCatalog()
         var state = UserLedger()
         var position: Int64 = 0
