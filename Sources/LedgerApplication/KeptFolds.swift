@@ -8,8 +8,9 @@ import Synchronization
 /// (it is append-only, and a stream's versions commit in order). Users' states are kept as last
 /// judged: a read judges again with the catalog it passes, looking only at the transactions its
 /// events touch when the catalog is the one they were judged with, and at all of them when it is
-/// not, so a catalog change needs no invalidation (`UserLedger.classify(by:)`). A fold kept here is this code's fold:
-/// nothing is written down, a restart or another version of the ledger folds from the log again.
+/// not, so a catalog change needs no invalidation (`UserLedger.classify(by:)`). A fold kept here
+/// is this code's fold: nothing is written down, a restart or another version of the ledger folds
+/// from the log again.
 ///
 /// Bounded: past `capacity` users, or once the kept users' streams add up to more than
 /// `eventCapacity` events (a fold's memory grows with its stream), the least recently used are

@@ -106,9 +106,8 @@ struct KeptJudgement: Hashable, Sendable {
         _ facts: TransactionFacts, catalog: ProductCatalog, rules: TransactionClassifier.Rules,
         into transactions: inout [String: UserLedger.Transaction]
     ) {
-        let reusable = self.catalog == catalog && self.rules == rules && currency == facts.userCurrency
-            && ordered <= facts.order.count && changed <= facts.changes.count
-        if !reusable {
+        // The facts only grow, and they travel with this judgement in one `UserLedger`.
+        if self.catalog != catalog || self.rules != rules || currency != facts.userCurrency {
             self = KeptJudgement()
             self.catalog = catalog
             self.rules = rules
@@ -144,15 +143,13 @@ struct KeptJudgement: Hashable, Sendable {
             judged.merge(TransactionClassifier.judge(observations, facts: facts, catalog: catalog, rules: rules, pricing: false)) { $1 }
         }
         // Prices: those transactions, and every other transaction of their posts.
-        var repriced = Set(judged.keys)
         for id in Array(judged.keys) {
             guard let post = facts.observed[id]?.post else { continue }
             for other in facts.posts[post].firstObserved where judged[other] == nil {
-                if let transaction = transactions[other] { judged[other] = transaction.unpriced }
-                repriced.insert(other)
+                judged[other] = transactions[other]?.unpriced
             }
         }
-        let observations = repriced.compactMap { facts.observed[$0] }
+        let observations = judged.keys.compactMap { facts.observed[$0] }
         TransactionClassifier.price(observations, facts: facts, catalog: catalog, into: &judged)
         for (id, transaction) in judged { transactions[id] = transaction }
     }
