@@ -58,11 +58,14 @@ public final class KeptFolds: Sendable {
     /// How many events the kept users' folds hold.
     public var keptEvents: Int64 { state.withLock { $0.events } }
 
-    func user(_ stream: String) -> UserLedger? {
+    /// Takes the user's fold out, so that the reader holds the only copy and moves it on in
+    /// place (a fold shared with this cache would be copied whole by its first change); the reader
+    /// keeps it again once it has moved on. A read of the same user meanwhile folds from the log.
+    func take(user stream: String) -> UserLedger? {
         state.withLock { state in
-            state.clock += 1
-            state.users[stream]?.used = state.clock
-            return state.users[stream]?.value
+            guard let kept = state.users.removeValue(forKey: stream) else { return nil }
+            state.events -= kept.value.version
+            return kept.value
         }
     }
 
@@ -72,20 +75,38 @@ public final class KeptFolds: Sendable {
         state.withLock { state in
             state.reads += 1
             state.eventsRead += eventsRead
-            state.clock += 1
-            if let kept = state.users[stream] {
-                guard kept.value.version <= folded.version else { return }
-                state.events -= kept.value.version
-            }
-            state.users[stream] = Kept(value: folded, used: state.clock)
-            state.events += folded.version
-            guard state.users.count > capacity || state.events > eventCapacity else { return }
-            // The least recently used first, until a tenth below both bounds: trimming stays rare.
-            for (key, kept) in state.users.sorted(by: { $0.value.used < $1.value.used }) {
-                guard state.users.count > capacity - capacity / 10 || state.events > eventCapacity - eventCapacity / 10 else { break }
-                state.users[key] = nil
-                state.events -= kept.value.version
-            }
+            keep(folded, user: stream, in: &state)
+        }
+    }
+
+    /// Counts a read whose fold its reader keeps for now, to give it back later (`putBack`).
+    func count(eventsRead: Int) {
+        state.withLock { state in
+            state.reads += 1
+            state.eventsRead += eventsRead
+        }
+    }
+
+    /// Puts back a fold taken out: by a read it could not serve (a read of the past), or given
+    /// back by the reader that took it, as it was or moved on along the log.
+    func putBack(_ folded: UserLedger, user stream: String) {
+        state.withLock { keep(folded, user: stream, in: &$0) }
+    }
+
+    private func keep(_ folded: UserLedger, user stream: String, in state: inout State) {
+        state.clock += 1
+        if let kept = state.users[stream] {
+            guard kept.value.version <= folded.version else { return }
+            state.events -= kept.value.version
+        }
+        state.users[stream] = Kept(value: folded, used: state.clock)
+        state.events += folded.version
+        guard state.users.count > capacity || state.events > eventCapacity else { return }
+        // The least recently used first, until a tenth below both bounds: trimming stays rare.
+        for (key, kept) in state.users.sorted(by: { $0.value.used < $1.value.used }) {
+            guard state.users.count > capacity - capacity / 10 || state.events > eventCapacity - eventCapacity / 10 else { break }
+            state.users[key] = nil
+            state.events -= kept.value.version
         }
     }
 

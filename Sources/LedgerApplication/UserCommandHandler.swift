@@ -75,8 +75,11 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
             if let commandKey, let earlier = try await store.recorded([commandKey])[commandKey] {
                 return try await replay(earlier, of: stream, catalog: catalog, decide)
             }
-            // Decisions read transactions judged with the catalog's history.
-            var state = try await reader.state(of: stream, catalog: catalog)
+            // Decisions read transactions judged with the catalog's history. The state is taken
+            // out of the kept folds and given back on the way out, as read or, after an append,
+            // moved on by what was appended: either way a fold of the log.
+            var state = try await reader.takeState(of: stream, catalog: catalog)
+            defer { reader.giveBack(state, of: stream) }
             var (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
@@ -104,22 +107,26 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
                     // The same command's twin recorded it first.
                     return try await replay(earlier, of: stream, catalog: catalog, decide)
                 }
-                var metRecordedEvents = false
-                for (pending, outcome) in zip(events, result.outcomes) {
-                    switch outcome {
-                    case .appended(let position, let version):
-                        state.gather(pending.event, version: version, context: .init(position: position, recordedAt: nil))
-                    case .duplicate:
-                        metRecordedEvents = true
-                    }
+                let appended = zip(newEvents, result.outcomes).compactMap { event, outcome in
+                    if case .appended(let position, let version) = outcome { (event, position, version) } else { nil }
                 }
-                if metRecordedEvents {
+                guard appended.count == newEvents.count, let recordedAt = result.recordedAt else {
                     // Another writer recorded some of these facts after our read: the answer names
-                    // their positions, so the state it gives must include them.
+                    // their positions, so the state it gives must include them. The state read
+                    // goes back first, for the read to start from.
+                    reader.giveBack(state, of: stream)
                     state = try await reader.state(of: stream, catalog: catalog)
-                } else {
-                    state.classify(by: catalog)  // judged once, after the whole append
+                    return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
                 }
+                // What folding the log now gives: the events as stored (read back from their JSON,
+                // as a read of the log would), where and when the log recorded them.
+                let stored = try appended.map { event, position, version in
+                    (try UserEvent(type: event.type.stored, data: event.data), position, version)
+                }
+                for (event, position, version) in stored {
+                    state.gather(event, version: version, context: .init(position: position, recordedAt: recordedAt))
+                }
+                state.classify(by: catalog)  // judged once, after the whole append
                 return Outcome(append: result, events: events, state: state, catalog: catalog, value: value)
             } catch let error as StoreError where error.code == .wrongExpectedVersion && attempt < maximumAttempts {
                 logger.debug("user stream moved while deciding, deciding again", metadata: [

@@ -33,21 +33,46 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     /// `position`, else from the start. The fold is kept judged, so that the next read judges again
     /// only the transactions its events touch (`UserLedger.classify(by:)`).
     public func state(of stream: StreamID, upToPosition position: Int64 = .max, catalog: ProductCatalog) async throws -> UserLedger {
-        let start = kept?.user(stream.rawValue) ?? UserLedger()
-        guard let kept, start.lastPosition <= position else {
+        try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true)
+    }
+
+    /// The stream folded to its end, as `state(of:catalog:)` reads it, but taken out of the kept
+    /// folds: the caller holds the only copy and moves it on in place, without the copy a change to
+    /// a fold shared with the cache would make. Give it back (`giveBack`) once done, as it was or
+    /// moved on to a later version of the log (with the `recorded_at` the log gave), never as a
+    /// state the log does not hold. Until then a read of the same stream folds it from the start.
+    public func takeState(of stream: StreamID, catalog: ProductCatalog) async throws -> UserLedger {
+        try await fold(of: stream, upToPosition: .max, catalog: catalog, keeping: false)
+    }
+
+    /// Keeps a state taken with `takeState` again.
+    public func giveBack(_ state: UserLedger, of stream: StreamID) {
+        kept?.putBack(state, user: stream.rawValue)
+    }
+
+    private func fold(of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool) async throws -> UserLedger {
+        // Taken out, so that this read holds the only copy and moves it on in place.
+        var taken = kept?.take(user: stream.rawValue)
+        guard let kept, (taken?.lastPosition ?? 0) <= position else {
+            // A read of the past: the fold taken out goes back as it was.
+            if let kept, let taken { kept.putBack(taken, user: stream.rawValue) }
             var state = UserLedger()
             for event in try await readWhole(stream) where event.position <= position { try state.gather(event) }
             state.classify(by: catalog)
             return state
         }
-        var state = start
+        var state = taken.take() ?? UserLedger()
         var read = 0
         try await forEvents(of: stream, after: state.version, upToPosition: position) { event in
             try state.gather(event)
             read += 1
         }
         state.classify(by: catalog)
-        kept.keep(state, user: stream.rawValue, eventsRead: read)
+        if keeping {
+            kept.keep(state, user: stream.rawValue, eventsRead: read)
+        } else {
+            kept.count(eventsRead: read)
+        }
         return state
     }
 

@@ -27,10 +27,15 @@ public struct AppendResult: Sendable, Hashable {
 
     public let streamID: String
     public let outcomes: [Outcome]
+    /// When the events appended now were recorded (one instant for all of them; nil when every
+    /// event was a duplicate), as the log keeps it: with it, a writer's state after its append is
+    /// the fold of the log.
+    public let recordedAt: Date?
 
-    public init(streamID: String, outcomes: [Outcome]) {
+    public init(streamID: String, outcomes: [Outcome], recordedAt: Date? = nil) {
         self.streamID = streamID
         self.outcomes = outcomes
+        self.recordedAt = recordedAt
     }
 
     /// The highest log position this append reached: the new events' last position, or, when

@@ -119,7 +119,7 @@ public struct PostgresEventStore: EventStore {
         // the append counts as recorded only then (`query(_:thenConfirmCommit:)`).
         let rows = try await client.query(
             """
-            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key
+            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
             FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
                                array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
             """,
@@ -127,15 +127,17 @@ public struct PostgresEventStore: EventStore {
             logger: logger
         ).collect()
         var firstAppended: (position: Int64, version: Int64)?
+        var recordedAt: Date?
         var duplicates: [String: AppendResult.EventReference] = [:]
         for row in rows {
-            let (id, position, streamID, version, duplicate, key) = try row.decode(
-                (UUID?, Int64, String, Int64, Bool, String?).self
+            let (id, position, streamID, version, duplicate, key, recorded) = try row.decode(
+                (UUID?, Int64, String, Int64, Bool, String?, Date).self
             )
             if duplicate, let id, let key {
                 duplicates[key] = .init(eventID: id, position: position, streamID: streamID, streamVersion: version)
             } else {
                 firstAppended = (position, version)
+                recordedAt = recorded
             }
         }
         // New events took consecutive positions and versions, in the order they were given.
@@ -150,7 +152,7 @@ public struct PostgresEventStore: EventStore {
             next = (current.position + 1, current.version + 1)
             return .appended(position: current.position, streamVersion: current.version)
         }
-        let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes)
+        let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes, recordedAt: recordedAt)
         if result.appendedCount > 0 {
             await notifier.committed(client: client, logger: logger)
         }

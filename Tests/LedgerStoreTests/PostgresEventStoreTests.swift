@@ -26,6 +26,11 @@ struct PostgresEventStoreTests {
             #expect(events[0].type == "PurchaseRecorded.v1")
             #expect(events[0].data.contains(#""transactionId": "1""#))
             #expect(try await store.currentVersion(of: stream) == 3)
+            // An append says when its events were recorded, exactly as the log reads it back.
+            #expect(first.recordedAt == events[0].recordedAt)
+            #expect(second.recordedAt == events[1].recordedAt && second.recordedAt == events[2].recordedAt)
+            let again = try await store.append([try .purchase("3")], to: stream, expecting: .any)
+            #expect(again.isDuplicate && again.recordedAt == nil, "nothing appended, no instant")
         }
     }
 

@@ -40,6 +40,7 @@ public actor InMemoryEventStore: EventStore {
             fresh.append((index, event))
         }
         var outcomes = [AppendResult.Outcome?](repeating: nil, count: events.count)
+        var recordedAt: Date?
         if !fresh.isEmpty {
             let version = log.last { $0.streamID == stream.rawValue }?.streamVersion ?? 0
             let expectedVersion: Int64? = switch expected {
@@ -51,6 +52,7 @@ public actor InMemoryEventStore: EventStore {
                 throw StoreError.wrongExpectedVersion(stream: stream.rawValue, expected: expected.description, actual: version)
             }
             let now = Date()
+            recordedAt = now
             for (offset, item) in fresh.enumerated() {
                 let position = Int64(log.count + 1)
                 let streamVersion = version + Int64(offset) + 1
@@ -67,7 +69,7 @@ public actor InMemoryEventStore: EventStore {
         }
         return AppendResult(streamID: stream.rawValue, outcomes: events.enumerated().map { index, event in
             outcomes[index] ?? .duplicate(of: keys[event.deduplicationKey!.rawValue]!)
-        })
+        }, recordedAt: recordedAt)
     }
 
     public func readStream(_ stream: StreamID, fromVersion version: Int64, limit: Int) async throws -> [RecordedEvent] {

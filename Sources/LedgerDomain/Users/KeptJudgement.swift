@@ -17,7 +17,7 @@ struct TransactionTies: Sendable {
     enum Node: Hashable, Sendable {
         case transaction(String)
         case lineItem(String)
-        case owner(StoreEnvironment, String)
+        case owner(TransactionClassifier.OwnerKey)
     }
 
     private var parent: [Node: Node] = [:]
@@ -67,6 +67,9 @@ struct TransactionTies: Sendable {
 
     func members(of root: Node) -> [String] { members[root] ?? [] }
 
+    /// Whether `id` was tied, or named by a transaction that was.
+    func knows(_ id: String) -> Bool { parent[.transaction(id)] != nil }
+
     /// The nodes an observation is tied to, with the type the catalog gives it.
     static func nodes(of observation: TransactionFacts.Observed, type: ProductType) -> [Node] {
         var nodes: [Node] = []
@@ -74,13 +77,20 @@ struct TransactionTies: Sendable {
         if let original = fields.originalTransactionId, original != observation.transactionId { nodes.append(.transaction(original)) }
         if let lineItem = fields.webOrderLineItemId { nodes.append(.lineItem(lineItem)) }
         if let pointsAt = observation.legacy?.pointsAt { nodes.append(.transaction(pointsAt)) }
-        if type.isOwnedForever { nodes.append(.owner(observation.environment, fields.productId ?? "")) }
+        if type.isOwnedForever {
+            nodes.append(.owner(TransactionClassifier.OwnerKey(environment: observation.environment, productId: fields.productId ?? "")))
+        }
         return nodes
     }
 }
 
 /// A user's transactions as judged last time, and what they were judged with, so that the next
 /// judgement looks again only at the groups (`TransactionTies`) whose facts changed since.
+///
+/// A group whose only changes are transactions recorded since, which cannot change how its
+/// earlier transactions were judged (`TransactionClassifier.judge(appended:...)` says when), has
+/// only those judged, after the rest: buying a product owned for ever again costs the same however
+/// often it was bought before.
 ///
 /// A cache, not state: what it holds is what `TransactionClassifier.classify` gives for the same
 /// facts, catalog, rules and currency, and any other catalog, rules or currency starts it over.
@@ -90,6 +100,8 @@ struct KeptJudgement: Hashable, Sendable {
     private var rules: TransactionClassifier.Rules?
     private var currency: String?
     private var ties = TransactionTies()
+    /// The owner of each product owned for ever, as last judged.
+    private var owners: [TransactionClassifier.OwnerKey: String] = [:]
     /// Where each transaction is in `facts.order`.
     private var index: [String: Int] = [:]
     /// How much of `facts.order` and `facts.changes` has been judged.
@@ -122,25 +134,57 @@ struct KeptJudgement: Hashable, Sendable {
             judgeAll(facts, catalog: catalog, rules: rules, into: &transactions, tying: true)
             return
         }
-        for offset in ordered..<facts.order.count { tie(facts.order[offset], at: offset, facts: facts, catalog: catalog) }
-        var dirty: [String] = []
+        let before = ordered
+        var named: Set<String> = []
+        for offset in ordered..<facts.order.count {
+            let id = facts.order[offset]
+            if ties.knows(id) { named.insert(id) }
+            tie(id, at: offset, facts: facts, catalog: catalog)
+        }
+        // Each changed transaction under its group, in the order of the changes.
+        var groups: [TransactionTies.Node] = []
+        var changedIn: [TransactionTies.Node: [String]] = [:]
         for id in facts.changes[changed...] {
             guard let offset = index[id] else { continue }  // a revocation of a transaction not seen yet
             // Fields observed again may name another original, line item or product: tie those too.
-            if offset < ordered { tie(id, at: offset, facts: facts, catalog: catalog) }
-            dirty.append(id)
+            if offset < before { tie(id, at: offset, facts: facts, catalog: catalog) }
+            let group = ties.root(of: .transaction(id))
+            if changedIn[group] == nil { groups.append(group) }
+            changedIn[group, default: []].append(id)
         }
         ordered = facts.order.count
         changed = facts.changes.count
-        // Kinds and refunds: each group a changed transaction is in, judged again as a whole.
-        var judgedGroups = Set<TransactionTies.Node>()
+
+        func appendable(_ id: String) -> Bool {
+            guard let offset = index[id], offset >= before, !named.contains(id), let observation = facts.observed[id],
+                  TransactionClassifier.productType(of: observation, catalog: catalog) != .autoRenewable else { return false }
+            return facts.revocations[id].map { $0.at.position > observation.first.position } ?? true
+        }
+        // Kinds and refunds: a group's new transactions after the rest when they can be, else
+        // each group a changed transaction is in, judged again as a whole.
         var judged: [String: UserLedger.Transaction] = [:]
-        for id in dirty {
-            let group = ties.root(of: .transaction(id))
-            guard judgedGroups.insert(group).inserted else { continue }
+        var appended: [String] = []
+        for group in groups {
+            let ids = changedIn[group] ?? []
+            if ids.allSatisfy(appendable) {
+                appended += ids
+                continue
+            }
             let observations = ties.members(of: group).compactMap { facts.observed[$0] }
                 .sorted { index[$0.transactionId, default: 0] < index[$1.transactionId, default: 0] }
-            judged.merge(TransactionClassifier.judge(observations, facts: facts, catalog: catalog, rules: rules, pricing: false)) { $1 }
+            var groupOwners: [TransactionClassifier.OwnerKey: String] = [:]
+            let groupJudged = TransactionClassifier.judge(observations, facts: facts, catalog: catalog, rules: rules,
+                                                          pricing: false, owners: &groupOwners)
+            // A product's owner is in the product's group: the group's owners replace those it had.
+            owners = owners.filter { groupJudged[$0.value] == nil }.merging(groupOwners) { $1 }
+            judged.merge(groupJudged) { $1 }
+        }
+        if !appended.isEmpty {
+            let observations = Set(appended).compactMap { facts.observed[$0] }
+                .sorted { index[$0.transactionId, default: 0] < index[$1.transactionId, default: 0] }
+            // Into the transactions as they stand: a refund of a restore may refund an earlier one.
+            TransactionClassifier.judge(appended: observations, catalog: catalog, facts: facts, owners: &owners, into: &transactions)
+            for observation in observations { judged[observation.transactionId] = transactions[observation.transactionId] }
         }
         // Prices: those transactions, and every other transaction of their posts.
         for id in Array(judged.keys) {
@@ -159,7 +203,9 @@ struct KeptJudgement: Hashable, Sendable {
         _ facts: TransactionFacts, catalog: ProductCatalog, rules: TransactionClassifier.Rules,
         into transactions: inout [String: UserLedger.Transaction], tying: Bool
     ) {
-        transactions = TransactionClassifier.judge(facts.order.compactMap { facts.observed[$0] }, facts: facts, catalog: catalog, rules: rules)
+        owners = [:]
+        transactions = TransactionClassifier.judge(facts.order.compactMap { facts.observed[$0] }, facts: facts, catalog: catalog,
+                                                   rules: rules, owners: &owners)
         if tying {
             for (offset, id) in facts.order.enumerated() { tie(id, at: offset, facts: facts, catalog: catalog) }
             tied = true

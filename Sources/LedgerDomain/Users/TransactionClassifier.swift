@@ -57,16 +57,51 @@ public enum TransactionClassifier {
         _ observations: [TransactionFacts.Observed], facts: TransactionFacts, catalog: ProductCatalog, rules: Rules,
         pricing: Bool = true
     ) -> [String: UserLedger.Transaction] {
+        var owners: [OwnerKey: String] = [:]
+        return judge(observations, facts: facts, catalog: catalog, rules: rules, pricing: pricing, owners: &owners)
+    }
+
+    /// `judge`, giving besides the owner of each product owned for ever among `observations`.
+    static func judge(
+        _ observations: [TransactionFacts.Observed], facts: TransactionFacts, catalog: ProductCatalog, rules: Rules,
+        pricing: Bool = true, owners: inout [OwnerKey: String]
+    ) -> [String: UserLedger.Transaction] {
         var judged: [String: UserLedger.Transaction] = [:]
         judged.reserveCapacity(observations.count)
         for observation in observations {
             judged[observation.transactionId] = base(observation, catalog: catalog)
         }
         classifyAutoRenewables(observations, rules: rules, into: &judged)
-        classifyOthers(observations, into: &judged)
+        classifyOthers(observations, owners: &owners, into: &judged)
         applyRefunds(observations, facts: facts, into: &judged)
         if pricing { price(observations, facts: facts, catalog: catalog, into: &judged) }
         return judged
+    }
+
+    /// Judges `appended` (kinds and refunds, not prices) after the transactions `judged` already
+    /// holds, as `judge` over all of them would, given the owners those judged transactions made.
+    ///
+    /// Holds when every transaction of `appended` was first recorded after those of `judged`, none
+    /// is an auto-renewable (their payments are ordered by purchase date, not by when they were
+    /// recorded), none was named (as an original, say) before it was recorded, and none was
+    /// revoked before it was recorded: then none of them changes how an earlier one was judged,
+    /// except that a refund of a restore refunds what it restores, and their refunds come after
+    /// every earlier one.
+    static func judge(
+        appended observations: [TransactionFacts.Observed], catalog: ProductCatalog, facts: TransactionFacts,
+        owners: inout [OwnerKey: String], into judged: inout [String: UserLedger.Transaction]
+    ) {
+        for observation in observations {
+            judged[observation.transactionId] = base(observation, catalog: catalog)
+        }
+        classifyOthers(observations, owners: &owners, into: &judged)
+        applyRefunds(observations, facts: facts, into: &judged)
+    }
+
+    /// A product owned for ever, in one environment: the first live purchase owns it.
+    struct OwnerKey: Hashable, Sendable {
+        let environment: StoreEnvironment
+        let productId: String
     }
 
     /// The product type a transaction is judged as: the catalog's when the fact was recorded (or
@@ -151,26 +186,29 @@ public enum TransactionClassifier {
         }
     }
 
-    private static func classifyOthers(_ observations: [TransactionFacts.Observed], into judged: inout [String: UserLedger.Transaction]) {
-        var owners: [String: UserLedger.Transaction] = [:]  // product + environment → the owning purchase
+    /// Kinds of everything but auto-renewables; `owners` holds the owner (its transaction id) of
+    /// each product owned for ever, from transactions judged before these, and gains theirs.
+    private static func classifyOthers(
+        _ observations: [TransactionFacts.Observed], owners: inout [OwnerKey: String], into judged: inout [String: UserLedger.Transaction]
+    ) {
         for observation in observations {
             guard var transaction = judged[observation.transactionId], transaction.productType != .autoRenewable else { continue }
-            let ownerKey = "\(transaction.environment.rawValue)/\(transaction.productId)"
+            let ownerKey = OwnerKey(environment: transaction.environment, productId: transaction.productId)
             if let legacy = observation.legacy, legacy.verdict == .restore {
                 transaction.kind = .restore
                 transaction.restores = legacy.pointsAt.flatMap { judged[$0] != nil ? $0 : nil }
             } else if transaction.transactionId != transaction.originalTransactionId, transaction.productType != .consumable {
                 transaction.kind = .restore
                 transaction.restores = judged[transaction.originalTransactionId] != nil ? transaction.originalTransactionId : nil
-            } else if transaction.productType.isOwnedForever, let owner = owners[ownerKey], owner.transactionId != transaction.transactionId {
+            } else if transaction.productType.isOwnedForever, let owner = owners[ownerKey], owner != transaction.transactionId {
                 transaction.kind = .restore
-                transaction.restores = owner.transactionId
+                transaction.restores = owner
             } else {
                 transaction.kind = .purchase
             }
             let cancelled = observation.fields.cancellationDate != nil || observation.fields.isUpgraded
             if transaction.productType.isOwnedForever, transaction.grantsOwnership, owners[ownerKey] == nil, !cancelled {
-                owners[ownerKey] = transaction
+                owners[ownerKey] = transaction.transactionId
             }
             judged[observation.transactionId] = transaction
         }
