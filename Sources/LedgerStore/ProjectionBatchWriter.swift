@@ -24,11 +24,14 @@ struct ProjectionBatchWriter: Sendable {
     let rowsPerTransaction: Int
     /// What the writes did: transactions and rows (for benchmarks and tests).
     let statistics = WriteStatistics()
+    /// The rows this writer last wrote of each user, so that a batch writes only what it adds.
+    let written: WrittenRows
     let logger: Logger
 
-    init(client: DatabasePool, folds: SharedFolds? = nil, rowsPerTransaction: Int = 5_000, logger: Logger) {
+    init(client: DatabasePool, folds: SharedFolds? = nil, rowsPerTransaction: Int = 5_000, rowsRemembered: Int = 200_000, logger: Logger) {
         self.client = client
         self.rowsPerTransaction = rowsPerTransaction
+        self.written = WrittenRows(capacity: rowsRemembered)
         self.store = PostgresEventStore(client: client, logger: logger)
         self.reader = UserStreamReader(store: store, kept: folds?.kept)
         self.folds = folds
@@ -133,6 +136,11 @@ struct ProjectionBatchWriter: Sendable {
     /// its table. A switch-over holding the row makes the batch wait for it, and a batch holding the
     /// row makes the switch wait; neither ever holds what the other holds while waiting for more.
     ///
+    /// Only what changed: when this writer moved the checkpoint to `from` itself, it knows every
+    /// user's rows in the table (`WrittenRows`), and a user whose rows only gained some has just
+    /// those copied in; a user who lost or changed a row, or whose rows it does not know, has all
+    /// of them replaced. A user's history length then costs a batch nothing in the database.
+    ///
     /// Bounded: users whose rows add up to more than `rowsPerTransaction` are written in several
     /// transactions, each checking the checkpoint, the last one moving it. Until the last commits,
     /// readers see some of these users' rows as of the batch's end under the old checkpoint (rows
@@ -142,29 +150,80 @@ struct ProjectionBatchWriter: Sendable {
         _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
         checkpoint: (from: Int64, to: Int64)?
     ) async throws {
-        let chunks = Self.chunks(rows, rowsPerTransaction: rowsPerTransaction)
-        for (index, chunk) in chunks.enumerated() {
-            try await write(chunk, to: projection, table: name, checkpoint: checkpoint, movingIt: index == chunks.count - 1)
+        guard let checkpoint else {
+            // Written past what this writer knows of the table: it knows none of its rows now.
+            written.forget(table: name)
+            for chunk in Self.chunks(rows.map { UserRows(user: $0.0, rows: $0.1, replacing: true) }, rowsPerTransaction: rowsPerTransaction) {
+                try await write(chunk, to: projection, table: name, checkpoint: nil, movingIt: true)
+            }
+            return
         }
+        let known = written.rows(in: name, through: checkpoint.from)
+        let changes = rows.map { user, rows in
+            if let before = known?[user], let added = Self.added(to: before, giving: rows) {
+                UserRows(user: user, rows: added, replacing: false)
+            } else {
+                UserRows(user: user, rows: rows, replacing: true)
+            }
+        }
+        let chunks = Self.chunks(changes, rowsPerTransaction: rowsPerTransaction)
+        do {
+            for (index, chunk) in chunks.enumerated() {
+                try await write(chunk, to: projection, table: name, checkpoint: checkpoint, movingIt: index == chunks.count - 1)
+            }
+        } catch {
+            written.forget(table: name)
+            throw error
+        }
+        written.remember(rows, in: name, from: checkpoint.from, to: checkpoint.to)
+    }
+
+    /// What a user's rows gained, when they lost none (as multisets); nil when some went.
+    static func added(to before: [[String?]], giving after: [[String?]]) -> [[String?]]? {
+        if before == after { return [] }
+        if after.count >= before.count, after[..<before.count].elementsEqual(before) { return Array(after[before.count...]) }
+        var left: [[String?]: Int] = [:]
+        for row in before { left[row, default: 0] += 1 }
+        var added: [[String?]] = []
+        for row in after {
+            if let count = left[row] {
+                left[row] = count > 1 ? count - 1 : nil
+            } else {
+                added.append(row)
+            }
+        }
+        return left.isEmpty ? added : nil
+    }
+
+    /// What a batch writes of one user: rows to add, or all the user's rows, replacing theirs.
+    struct UserRows {
+        let user: UserKey
+        let rows: [[String?]]
+        let replacing: Bool
     }
 
     /// Users in order, cut where their rows would pass `rowsPerTransaction`; at least one chunk.
     static func chunks(_ rows: [(UserKey, [[String?]])], rowsPerTransaction: Int) -> [[(UserKey, [[String?]])]] {
-        var chunks: [[(UserKey, [[String?]])]] = [[]]
+        chunks(rows.map { UserRows(user: $0.0, rows: $0.1, replacing: true) }, rowsPerTransaction: rowsPerTransaction)
+            .map { $0.map { ($0.user, $0.rows) } }
+    }
+
+    static func chunks(_ rows: [UserRows], rowsPerTransaction: Int) -> [[UserRows]] {
+        var chunks: [[UserRows]] = [[]]
         var count = 0
         for user in rows {
-            if count + user.1.count > rowsPerTransaction, !chunks[chunks.count - 1].isEmpty {
+            if count + user.rows.count > rowsPerTransaction, !chunks[chunks.count - 1].isEmpty {
                 chunks.append([])
                 count = 0
             }
             chunks[chunks.count - 1].append(user)
-            count += user.1.count
+            count += user.rows.count
         }
         return chunks
     }
 
     private func write(
-        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
+        _ rows: [UserRows], to projection: any UserProjection.Type, table name: String,
         checkpoint: (from: Int64, to: Int64)?, movingIt moves: Bool
     ) async throws {
         try await client.withConnection { connection in
@@ -185,8 +244,8 @@ struct ProjectionBatchWriter: Sendable {
                         throw CheckpointMoved(projection: projection.tableName)
                     }
                 }
-                try await replaceRows(rows, of: projection, in: name, on: connection)
-                statistics.note(rows: rows.reduce(0) { $0 + $1.1.count }, users: rows.count)
+                try await writeRows(rows, of: projection, in: name, on: connection)
+                statistics.note(rows: rows.reduce(0) { $0 + $1.rows.count }, users: rows.count)
                 guard moves, let checkpoint, checkpoint.to > checkpoint.from else { return }
                 // Forward only; the database refuses anything else (0010_projection_checkpoints.sql).
                 try await connection.query(
@@ -204,24 +263,28 @@ struct ProjectionBatchWriter: Sendable {
     /// rebuild's last catch-up, done under the switch-over's locks.
     func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String, on connection: PostgresConnection) async throws {
         guard let last = events.last?.position else { return }
-        try await replaceRows(try await rows(for: events, projection, upTo: last), of: projection, in: table, on: connection)
+        written.forget(table: table)
+        let rows = try await rows(for: events, projection, upTo: last).map { UserRows(user: $0.0, rows: $0.1, replacing: true) }
+        try await writeRows(rows, of: projection, in: table, on: connection)
     }
 
-    /// Deletes the users' rows from `ledger.<name>` and copies their new ones in, inside the
-    /// caller's transaction.
-    private func replaceRows(
-        _ rows: [(UserKey, [[String?]])], of projection: any UserProjection.Type, in name: String, on connection: PostgresConnection
+    /// Deletes the rows of the users replacing theirs from `ledger.<name>` and copies the given
+    /// rows in, inside the caller's transaction.
+    private func writeRows(
+        _ rows: [UserRows], of projection: any UserProjection.Type, in name: String, on connection: PostgresConnection
     ) async throws {
-        guard !rows.isEmpty else { return }
-        try await connection.query(
-            """
-            DELETE FROM ledger.\(unescaped: name) t USING unnest(\(rows.map(\.0.app)), \(rows.map(\.0.user))) AS u(app, user_id)
-            WHERE t.app = u.app AND t.user_id = u.user_id
-            """,
-            logger: logger
-        )
-        let lines = rows.flatMap { user, userRows in
-            userRows.map { CopyText.line([user.app, user.user] + $0) }
+        let replaced = rows.filter(\.replacing).map(\.user)
+        if !replaced.isEmpty {
+            try await connection.query(
+                """
+                DELETE FROM ledger.\(unescaped: name) t USING unnest(\(replaced.map(\.app)), \(replaced.map(\.user))) AS u(app, user_id)
+                WHERE t.app = u.app AND t.user_id = u.user_id
+                """,
+                logger: logger
+            )
+        }
+        let lines = rows.flatMap { user in
+            user.rows.map { CopyText.line([user.user.app, user.user.user] + $0) }
         }
         guard !lines.isEmpty else { return }
         // copyFrom quotes the table name as one identifier, so no schema prefix: the schema comes
@@ -240,6 +303,63 @@ struct ProjectionBatchWriter: Sendable {
             }
             if buffer.readableBytes > 0 { try await writer.write(buffer) }
         }
+    }
+}
+
+/// The rows a batch writer last wrote of each user, per table, and the checkpoint its last write
+/// moved the table to: while the table's checkpoint is still that one, nobody else has written
+/// it (a batch moves a checkpoint only from where it found it, and one runner leads), so these
+/// are the table's rows of those users. Forgotten on any failed write, on a write without a
+/// checkpoint, and when the runner starts leading again; bounded to `capacity` rows per table
+/// (past it, some users are forgotten, and their next batch replaces their rows whole).
+final class WrittenRows: Sendable {
+    private struct Table {
+        var through: Int64
+        var users: [UserKey: [[String?]]] = [:]
+        var rows = 0
+    }
+
+    private let tables = Mutex<[String: Table]>([:])
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// The users' rows in `table`, if this writer's last write moved it to `checkpoint`.
+    func rows(in table: String, through checkpoint: Int64) -> [UserKey: [[String?]]]? {
+        tables.withLock { tables in
+            guard let known = tables[table], known.through == checkpoint else { return nil }
+            return known.users
+        }
+    }
+
+    /// Notes the rows a write from checkpoint `from` to `to` left of its users: with what is known
+    /// of the others when it is known as of `from`, else alone.
+    func remember(_ rows: [(UserKey, [[String?]])], in table: String, from: Int64, to checkpoint: Int64) {
+        tables.withLock { tables in
+            var known = tables.removeValue(forKey: table).flatMap { $0.through == from ? $0 : nil } ?? Table(through: checkpoint)
+            known.through = checkpoint
+            for (user, userRows) in rows {
+                known.rows += userRows.count - (known.users.updateValue(userRows, forKey: user)?.count ?? 0)
+            }
+            if known.rows > capacity {
+                for (user, userRows) in known.users {
+                    guard known.rows > capacity - capacity / 10 else { break }
+                    known.users[user] = nil
+                    known.rows -= userRows.count
+                }
+            }
+            tables[table] = known
+        }
+    }
+
+    func forget(table: String) {
+        _ = tables.withLock { $0.removeValue(forKey: table) }
+    }
+
+    func forgetAll() {
+        tables.withLock { $0 = [:] }
     }
 }
 

@@ -61,6 +61,8 @@ public struct ProjectionRunner: Service {
     /// it waits for the shutdown, since a service ending early would end the whole server, which
     /// still records purchases and whose `/health` says what failed.
     public func run() async throws {
+        // Another server may have led meanwhile, and written rows this one's writer remembers.
+        batches.written.forgetAll()
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for projection in projections {
