@@ -50,6 +50,8 @@ struct ProjectionBatchWriter: Sendable {
     func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
+        // Read once per runner: the other projections following the same batch skip what one read.
+        let checked = folds?.checked ?? []
         for event in events {
             if case .catalog(let app) = StreamID.kind(of: event.streamID) {
                 let catalog = try await self.catalog(of: app, upTo: last)
@@ -60,13 +62,16 @@ struct ProjectionBatchWriter: Sendable {
             }
             guard let user = UserKey(streamID: event.streamID) else { continue }
             // Every user event must be one this code understands: stop rather than skip.
-            do {
-                _ = try UserEvent(type: event.type, data: event.data)
-            } catch {
-                throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+            if !checked.contains(where: { $0.contains(event.position) }) {
+                do {
+                    _ = try UserEvent(type: event.type, data: event.data)
+                } catch {
+                    throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+                }
             }
             if seen.insert(user).inserted { users.append(user) }
         }
+        if let first = events.first?.position, let last = events.last?.position { folds?.noteChecked(first...last) }
         var rows: [(UserKey, [[String?]])] = []
         var catalogs: [String: ProductCatalog] = [:]
         for user in users {

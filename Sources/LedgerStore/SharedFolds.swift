@@ -26,6 +26,8 @@ final class SharedFolds: Sendable {
         var positions: [Int64] = []
         var folds = 0
         var shared = 0
+        /// Stretches of the log whose user events were all read without error, newest last.
+        var checked: [ClosedRange<Int64>] = []
     }
 
     private let state = Mutex(State())
@@ -84,6 +86,19 @@ final class SharedFolds: Sendable {
                 if state.catalogs[key] == task { state.catalogs[key] = nil }
             }
             throw error
+        }
+    }
+
+    /// Stretches of the log (from a batch's first event to its last) whose user events a projection
+    /// of this runner has read without error: the others following the same batches need not read
+    /// them again (an event's JSON is the same for every projection).
+    var checked: [ClosedRange<Int64>] { state.withLock { $0.checked } }
+
+    func noteChecked(_ stretch: ClosedRange<Int64>) {
+        state.withLock { state in
+            guard !state.checked.contains(where: { $0.lowerBound <= stretch.lowerBound && stretch.upperBound <= $0.upperBound }) else { return }
+            state.checked.append(stretch)
+            if state.checked.count > positionsKept { state.checked.removeFirst(state.checked.count - positionsKept) }
         }
     }
 

@@ -38,6 +38,53 @@ public enum LedgerJSON {
         // Whole milliseconds, as the App Store reports them; counted as integers so that binary
         // fractions (0.123 is 0.12299…) cannot shift the last digit.
         let milliseconds = date.milliseconds
+        if Self.civilMilliseconds.contains(milliseconds) { return formatCanonicalTimestamp(milliseconds) }
+        return formatWithFoundation(milliseconds)
+    }
+
+    /// Where the formatter below and Foundation's write the same text: from 1583 (Foundation's
+    /// calendar is Julian before October 1582) to the last recordable instant.
+    static let civilMilliseconds: ClosedRange<Int64> =
+        parseCanonicalTimestamp("1583-01-01T00:00:00.000Z")!.milliseconds...Date.recordableMilliseconds.upperBound
+
+    /// The stored form, `yyyy-MM-ddTHH:mm:ss.SSSZ`, written without a formatter: projections write
+    /// it for every timestamp of every row (Howard Hinnant's civil_from_days).
+    static func formatCanonicalTimestamp(_ milliseconds: Int64) -> String {
+        let (days, inDay) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
+        let (day0, ms) = inDay < 0 ? (days - 1, inDay + 86_400_000) : (days, inDay)
+        let z = day0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let shifted = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * shifted + 2) / 5 + 1
+        let month = shifted < 10 ? shifted + 3 : shifted - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        let fields: [(value: Int64, digits: Int, after: UInt8?)] = [
+            (year, 4, UInt8(ascii: "-")), (month, 2, UInt8(ascii: "-")), (day, 2, UInt8(ascii: "T")),
+            (ms / 3_600_000, 2, UInt8(ascii: ":")), (ms / 60_000 % 60, 2, UInt8(ascii: ":")), (ms / 1000 % 60, 2, UInt8(ascii: ".")),
+            (ms % 1000, 3, UInt8(ascii: "Z")),
+        ]
+        return String(unsafeUninitializedCapacity: 24) { buffer in
+            var index = 0
+            for field in fields {
+                var value = field.value
+                for offset in stride(from: field.digits - 1, through: 0, by: -1) {
+                    buffer[index + offset] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                index += field.digits
+                if let after = field.after {
+                    buffer[index] = after
+                    index += 1
+                }
+            }
+            return index
+        }
+    }
+
+    static func formatWithFoundation(_ milliseconds: Int64) -> String {
         let (seconds, fraction) = milliseconds.quotientAndRemainder(dividingBy: 1000)
         let (wholeSeconds, millis) = fraction < 0 ? (seconds - 1, fraction + 1000) : (seconds, fraction)
         let base = Date(timeIntervalSince1970: Double(wholeSeconds)).formatted(.iso8601)
