@@ -79,9 +79,35 @@ extension UserProjection {
         rows(app: app, user: user, state: state, catalog: catalog).map(\.columnValues)
     }
 
+    /// The user's rows, typed, so that a batch can compare them with the rows it wrote last time
+    /// and write out (`columnValues(of:)`) only those it adds.
+    public static func anyRows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [AnyProjectionRow] {
+        rows(app: app, user: user, state: state, catalog: catalog).map(AnyProjectionRow.init)
+    }
+
+    /// Rows of this projection given by `anyRows`, as the store writes them. Another projection's
+    /// rows here are a programming error, and stop the process.
+    public static func columnValues(of rows: some Collection<AnyProjectionRow>) -> [[String?]] {
+        rows.map { row in
+            guard let typed = row.value.base as? Row else { preconditionFailure("a row of another projection given to \(name)") }
+            return typed.columnValues
+        }
+    }
+
     /// None beyond (app, user_id) unless a projection names some.
     public static var indexes: [[String]] { [] }
 
+}
+
+/// A row of some projection, compared and hashed as that projection's row.
+public struct AnyProjectionRow: Hashable, @unchecked Sendable {
+    // Unchecked only because `AnyHashable` does not say it: the value is always a `ProjectionRow`,
+    // which is Sendable (the one initializer takes nothing else).
+    public let value: AnyHashable
+
+    public init<Row: ProjectionRow>(_ row: Row) {
+        value = AnyHashable(row)
+    }
 }
 
 extension ProjectionRow {

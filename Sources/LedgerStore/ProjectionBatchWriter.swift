@@ -47,7 +47,7 @@ struct ProjectionBatchWriter: Sendable {
     /// The rows of every user the batch touched, folded up to `last`. A product's first
     /// definition touches the users who recorded something of the product before it (their facts
     /// take that definition); any later definition applies to later facts only and touches nobody.
-    func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [[String?]])] {
+    func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [AnyProjectionRow])] {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
         // Read once per runner: the other projections following the same batch skip what one read.
@@ -72,7 +72,7 @@ struct ProjectionBatchWriter: Sendable {
             if seen.insert(user).inserted { users.append(user) }
         }
         if let first = events.first?.position, let last = events.last?.position { folds?.noteChecked(first...last) }
-        var rows: [(UserKey, [[String?]])] = []
+        var rows: [(UserKey, [AnyProjectionRow])] = []
         var catalogs: [String: ProductCatalog] = [:]
         for user in users {
             let catalog: ProductCatalog
@@ -95,7 +95,7 @@ struct ProjectionBatchWriter: Sendable {
             } catch let error as DecodingError {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             }
-            rows.append((user, projection.columnValues(app: user.app, user: user.user, state: state, catalog: catalog)))
+            rows.append((user, projection.anyRows(app: user.app, user: user.user, state: state, catalog: catalog)))
         }
         return rows
     }
@@ -152,23 +152,25 @@ struct ProjectionBatchWriter: Sendable {
     /// ahead of it, never behind); a runner stopped in between applies the batch again from the
     /// checkpoint, rewriting the same rows.
     func write(
-        _ rows: [(UserKey, [[String?]])], to projection: any UserProjection.Type, table name: String,
+        _ rows: [(UserKey, [AnyProjectionRow])], to projection: any UserProjection.Type, table name: String,
         checkpoint: (from: Int64, to: Int64)?
     ) async throws {
         guard let checkpoint else {
             // Written past what this writer knows of the table: it knows none of its rows now.
             written.forget(table: name)
-            for chunk in Self.chunks(rows.map { UserRows(user: $0.0, rows: $0.1, replacing: true) }, rowsPerTransaction: rowsPerTransaction) {
+            let all = rows.map { UserRows(user: $0.0, rows: projection.columnValues(of: $0.1), replacing: true) }
+            for chunk in Self.chunks(all, rowsPerTransaction: rowsPerTransaction) {
                 try await write(chunk, to: projection, table: name, checkpoint: nil, movingIt: true)
             }
             return
         }
         let known = written.rows(in: name, through: checkpoint.from)
+        // Compared typed; only what is written is written out as text.
         let changes = rows.map { user, rows in
             if let before = known?[user], let added = Self.added(to: before, giving: rows) {
-                UserRows(user: user, rows: added, replacing: false)
+                UserRows(user: user, rows: projection.columnValues(of: added), replacing: false)
             } else {
-                UserRows(user: user, rows: rows, replacing: true)
+                UserRows(user: user, rows: projection.columnValues(of: rows), replacing: true)
             }
         }
         let chunks = Self.chunks(changes, rowsPerTransaction: rowsPerTransaction)
@@ -184,12 +186,12 @@ struct ProjectionBatchWriter: Sendable {
     }
 
     /// What a user's rows gained, when they lost none (as multisets); nil when some went.
-    static func added(to before: [[String?]], giving after: [[String?]]) -> [[String?]]? {
+    static func added<Row: Hashable>(to before: [Row], giving after: [Row]) -> [Row]? {
         if before == after { return [] }
         if after.count >= before.count, after[..<before.count].elementsEqual(before) { return Array(after[before.count...]) }
-        var left: [[String?]: Int] = [:]
+        var left: [Row: Int] = [:]
         for row in before { left[row, default: 0] += 1 }
-        var added: [[String?]] = []
+        var added: [Row] = []
         for row in after {
             if let count = left[row] {
                 left[row] = count > 1 ? count - 1 : nil
@@ -208,21 +210,24 @@ struct ProjectionBatchWriter: Sendable {
     }
 
     /// Users in order, cut where their rows would pass `rowsPerTransaction`; at least one chunk.
-    static func chunks(_ rows: [(UserKey, [[String?]])], rowsPerTransaction: Int) -> [[(UserKey, [[String?]])]] {
-        chunks(rows.map { UserRows(user: $0.0, rows: $0.1, replacing: true) }, rowsPerTransaction: rowsPerTransaction)
-            .map { $0.map { ($0.user, $0.rows) } }
+    static func chunks<Row>(_ rows: [(UserKey, [Row])], rowsPerTransaction: Int) -> [[(UserKey, [Row])]] {
+        chunks(rows, rowsPerTransaction: rowsPerTransaction, counting: \.1.count)
     }
 
     static func chunks(_ rows: [UserRows], rowsPerTransaction: Int) -> [[UserRows]] {
-        var chunks: [[UserRows]] = [[]]
+        chunks(rows, rowsPerTransaction: rowsPerTransaction, counting: \.rows.count)
+    }
+
+    private static func chunks<User>(_ users: [User], rowsPerTransaction: Int, counting rowsOf: (User) -> Int) -> [[User]] {
+        var chunks: [[User]] = [[]]
         var count = 0
-        for user in rows {
-            if count + user.rows.count > rowsPerTransaction, !chunks[chunks.count - 1].isEmpty {
+        for user in users {
+            if count + rowsOf(user) > rowsPerTransaction, !chunks[chunks.count - 1].isEmpty {
                 chunks.append([])
                 count = 0
             }
             chunks[chunks.count - 1].append(user)
-            count += user.rows.count
+            count += rowsOf(user)
         }
         return chunks
     }
@@ -269,7 +274,9 @@ struct ProjectionBatchWriter: Sendable {
     func applyRows(_ events: [RecordedEvent], to projection: any UserProjection.Type, table: String, on connection: PostgresConnection) async throws {
         guard let last = events.last?.position else { return }
         written.forget(table: table)
-        let rows = try await rows(for: events, projection, upTo: last).map { UserRows(user: $0.0, rows: $0.1, replacing: true) }
+        let rows = try await rows(for: events, projection, upTo: last).map {
+            UserRows(user: $0.0, rows: projection.columnValues(of: $0.1), replacing: true)
+        }
         try await writeRows(rows, of: projection, in: table, on: connection)
     }
 
@@ -320,7 +327,7 @@ struct ProjectionBatchWriter: Sendable {
 final class WrittenRows: Sendable {
     private struct Table {
         var through: Int64
-        var users: [UserKey: [[String?]]] = [:]
+        var users: [UserKey: [AnyProjectionRow]] = [:]
         var rows = 0
     }
 
@@ -332,7 +339,7 @@ final class WrittenRows: Sendable {
     }
 
     /// The users' rows in `table`, if this writer's last write moved it to `checkpoint`.
-    func rows(in table: String, through checkpoint: Int64) -> [UserKey: [[String?]]]? {
+    func rows(in table: String, through checkpoint: Int64) -> [UserKey: [AnyProjectionRow]]? {
         tables.withLock { tables in
             guard let known = tables[table], known.through == checkpoint else { return nil }
             return known.users
@@ -341,7 +348,7 @@ final class WrittenRows: Sendable {
 
     /// Notes the rows a write from checkpoint `from` to `to` left of its users: with what is known
     /// of the others when it is known as of `from`, else alone.
-    func remember(_ rows: [(UserKey, [[String?]])], in table: String, from: Int64, to checkpoint: Int64) {
+    func remember(_ rows: [(UserKey, [AnyProjectionRow])], in table: String, from: Int64, to checkpoint: Int64) {
         tables.withLock { tables in
             var known = tables.removeValue(forKey: table).flatMap { $0.through == from ? $0 : nil } ?? Table(through: checkpoint)
             known.through = checkpoint
