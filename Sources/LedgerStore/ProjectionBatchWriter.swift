@@ -19,8 +19,8 @@ struct ProjectionBatchWriter: Sendable {
     let reader: UserStreamReader<PostgresEventStore>
     /// Folds shared with the other projections of the same runner, when there are some.
     let folds: SharedFolds?
-    /// Rows written by one transaction at most (and as many deleted: the same users' old rows),
-    /// unless one user alone has more.
+    /// Rows written by one transaction at most (besides the old rows deleted of users whose rows
+    /// are replaced), unless one user alone has more.
     let rowsPerTransaction: Int
     /// What the writes did: transactions and rows (for benchmarks and tests).
     let statistics = WriteStatistics()

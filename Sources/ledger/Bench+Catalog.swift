@@ -14,7 +14,7 @@ extension Bench {
                 every projection is live at it again: a price change of coins.100, which every user bought (it \
                 applies to later facts only), and the first definition of gems.pack (its earlier purchases are \
                 classified with it). Prints the time, the transactions the projections wrote and the most rows \
-                one of them wrote (at most 5,000, and as many deleted).
+                one of them wrote (at most 5,000, besides the old rows of users whose rows it replaced).
                 """
         )
 
