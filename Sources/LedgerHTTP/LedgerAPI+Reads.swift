@@ -40,7 +40,7 @@ extension LedgerAPI {
     func entitlements(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let at = try Self.timeQuery("at", request) ?? Date()
         let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.entitlements)
-        let rows = try await reads.entitlementRows(app: app, user: user)
+        let rows = try await reads.entitlementRows(app: app, user: user, at: position)
         guard rows.userExists || !(rows.owned.isEmpty && rows.periods.isEmpty && rows.balances.isEmpty) else { throw APIError.unknownUser(user) }
         let entitlements = Entitlements(at: at, owned: rows.owned.map(\.owned), periods: rows.periods.map(\.period),
                                         balances: rows.balances.map(\.consumableBalance))

@@ -49,7 +49,7 @@ public struct LedgerAPI: Sendable {
         self.registry = AppRegistry(client: client, logger: logger, secrets: secrets, acceptedKeys: changes?.keys)
         self.access = APIAccess(registry: registry)
         self.idempotency = IdempotencyStore(client: client, logger: logger)
-        self.reads = UserReadModels(client: client, board: changes?.projections, logger: logger)
+        self.reads = UserReadModels(client: client, board: changes?.projections, cache: changes?.entitlements, logger: logger)
         self.receipts = ReceiptArchive(client: client, logger: logger)
         self.verifier = verifier
         self.client = client

@@ -20,11 +20,16 @@ public struct LedgerServer: Sendable {
         public var maximumRequestsInFlight: Int
         /// When `/health` calls a projection stalled and a transaction long.
         public var health: LedgerHealth.Thresholds
+        /// Users whose entitlement rows the server keeps between reads (`EntitlementRowCache`); 0 keeps none.
+        /// Read by whoever makes the server's `ChangeFeed`, which holds the cache.
+        public var entitlementCacheUsers: Int
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init(),
-            idleTimeout: Duration = .seconds(30), maximumRequestsInFlight: Int = 256, health: LedgerHealth.Thresholds = .init()
+            idleTimeout: Duration = .seconds(30), maximumRequestsInFlight: Int = 256, health: LedgerHealth.Thresholds = .init(),
+            entitlementCacheUsers: Int = EntitlementRowCache.defaultCapacity
         ) {
+            self.entitlementCacheUsers = entitlementCacheUsers
             self.host = host
             self.port = port
             self.api = api

@@ -17,9 +17,10 @@ extension Bench {
                 Seeds a scratch database <database>_readbench (created afresh, dropped afterwards) with `bench seed`'s history, \
                 starts `ledger serve` on it as a child process (its log in a file), and loads `GET …/users/{userId}/entitlements` \
                 with wrk at --connections connections for --duration seconds, rotating over the seeded users: once with the \
-                server logging every request at info, once at warning. Then pgbench runs the statement the route runs, with the \
+                server logging every request at info, once at warning, and once at info with no entitlement rows kept in \
+                memory (`serve --entitlement-cache-users 0`: every read queries PostgreSQL). Then pgbench runs the statement the route runs, with the \
                 same users, at the same concurrency, prepared once per connection as the server prepares it. \
-                Prints requests/s, p50 and p99 of each, and the ratio. Needs wrk (apt-get install wrk) and pgbench \
+                Prints requests/s, p50 and p99 of each, the share of reads answered from memory (from /metrics), and the ratio. Needs wrk (apt-get install wrk) and pgbench \
                 (apt-get install postgresql-client).
                 """
         )
@@ -70,8 +71,15 @@ extension Bench {
             }
 
             var loads: [(String, Load)] = []
-            for level in ["info", "warning"] {
-                let server = try await ChildServer.start(database: scratch, logLevel: level, log: folder.appendingPathComponent("serve-\(level).log"))
+            var fromMemory: [Double] = []
+            let runs = [
+                ("ledger serve, log at info (wrk)", "info", [String: String]()),
+                ("ledger serve, log at warning (wrk)", "warning", [:]),
+                ("ledger serve, nothing kept (wrk)", "info", ["LEDGER_ENTITLEMENT_CACHE_USERS": "0"]),
+            ]
+            for (index, (name, level, environment)) in runs.enumerated() {
+                let server = try await ChildServer.start(database: scratch, logLevel: level, log: folder.appendingPathComponent("serve-\(index).log"),
+                                                         environment: environment)
                 do {
                     try await waitForProjections(server, app: app, token: token, head: head)
                     let script = folder.appendingPathComponent("entitlements.lua")
@@ -79,7 +87,9 @@ extension Bench {
                     let output = try await ExternalTool.run(wrk, [
                         "-t", "2", "-c", "\(connections)", "-d", "\(duration)s", "-s", script.path, server.base,
                     ], timeout: .seconds(duration + 60))
-                    loads.append(("ledger serve, log at \(level) (wrk)", try Self.parseWrk(output)))
+                    let load = try Self.parseWrk(output)
+                    loads.append((name, load))
+                    fromMemory.append(try await Self.readsFromMemory(server) / load.requests)
                 } catch {
                     server.stop()
                     throw error
@@ -105,12 +115,14 @@ extension Bench {
             }
 
             Output.line("entitlements read: \(users) users, \(events) events, \(connections) connections, \(duration) s each")
-            Output.line("                                      requests/s    p50 ms    p99 ms")
-            for (name, load) in loads + [("one SQL statement (pgbench)", statement)] {
-                Output.line(name.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%12.0f %9.2f %9.2f", load.rate, load.p50, load.p99))
+            Output.line("                                      requests/s    p50 ms    p99 ms   from memory")
+            for (index, (name, load)) in (loads + [("one SQL statement (pgbench)", statement)]).enumerated() {
+                let kept = index < fromMemory.count ? String(format: "%13.0f%%", fromMemory[index] * 100) : ""
+                Output.line(name.padding(toLength: 36, withPad: " ", startingAt: 0) + String(format: "%12.0f %9.2f %9.2f", load.rate, load.p50, load.p99) + kept)
             }
-            let info = loads[0].1, warning = loads[1].1
+            let info = loads[0].1, warning = loads[1].1, uncached = loads[2].1
             Output.line(String(format: "ratio (ledger, log at info / pgbench): %.2f (goal: at least 0.25)", info.rate / statement.rate))
+            Output.line(String(format: "ratio with nothing kept in memory (every read a query): %.2f", uncached.rate / statement.rate))
             Output.line(String(format: "request logging at info: %+.1f%% of the throughput at warning", (info.rate / warning.rate - 1) * 100))
             let met = info.rate >= 5_000 && info.p99 < 10
             Output.line("goal of at least 5,000 requests/s with p99 under 10 ms: \(met ? "met" : "not met")")
@@ -133,8 +145,18 @@ extension Bench {
             throw CommandFailure(message: "the server's projections did not reach position \(head) within 300 s (last answer: \(last)); see \(server.log.path)")
         }
 
+        /// How many entitlement reads the server answered from memory, from its /metrics.
+        static func readsFromMemory(_ server: ChildServer) async throws -> Double {
+            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(server.base)/metrics"), timeout: .seconds(10))
+            let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+            let prefix = #"ledger_entitlement_cache_reads_total{result="hit"} "#
+            let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }
+            return line.flatMap { Double($0.dropFirst(prefix.count)) } ?? 0
+        }
+
         /// One load's figures.
         struct Load {
+            let requests: Double
             let rate: Double
             let p50: Double
             let p99: Double
@@ -175,7 +197,7 @@ extension Bench {
             guard failed == 0 else {
                 throw CommandFailure(message: "\(Int(failed)) of \(Int(requests)) reads failed or were not answered 200: the figure would not be a read's")
             }
-            return Load(rate: requests / (duration / 1_000_000), p50: p50 / 1_000, p99: p99 / 1_000)
+            return Load(requests: requests, rate: requests / (duration / 1_000_000), p50: p50 / 1_000, p99: p99 / 1_000)
         }
 
         /// The route's statement for pgbench: the app inline, the user and their stream from a random number.
@@ -212,7 +234,7 @@ extension Bench {
             guard !latencies.isEmpty else { throw CommandFailure(message: "pgbench wrote no transaction log in \(folder.path)") }
             latencies.sort()
             func percentile(_ p: Double) -> Double { latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-            return Load(rate: rate, p50: percentile(0.5), p99: percentile(0.99))
+            return Load(requests: Double(latencies.count), rate: rate, p50: percentile(0.5), p99: percentile(0.99))
         }
     }
 }

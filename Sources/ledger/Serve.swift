@@ -64,6 +64,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "API requests answered at once; more get 503 with Retry-After (default: $LEDGER_MAX_REQUESTS_IN_FLIGHT or 256).")
     var maxRequestsInFlight: Int?
 
+    @Option(help: ArgumentHelp(
+        "Users whose entitlement rows this server keeps in memory between reads, 0 for none (default: $LEDGER_ENTITLEMENT_CACHE_USERS or 200000).",
+        discussion: "A kept user is forgotten as soon as an event of theirs, or of the app's catalog, reaches the projections."
+    ))
+    var entitlementCacheUsers: Int?
+
     func run() async throws {
         let logger = try options.makeLogger()
         let environment = ProcessInfo.processInfo.environment
@@ -83,6 +89,8 @@ struct Serve: AsyncParsableCommand {
                                   100...3_600_000, "body read timeout in milliseconds")
         let inFlight = try number(maxRequestsInFlight, "--max-requests-in-flight", "LEDGER_MAX_REQUESTS_IN_FLIGHT", default: 256,
                                   1...100_000, "requests in flight")
+        let cacheUsers = try number(entitlementCacheUsers, "--entitlement-cache-users", "LEDGER_ENTITLEMENT_CACHE_USERS",
+                                    default: EntitlementRowCache.defaultCapacity, 0...100_000_000, "entitlement cache size in users")
         var appStore = AppStoreConfiguration.fromEnvironment(environment)
         if let appstoreProductionURL { appStore.productionURL = appstoreProductionURL }
         if let appstoreSandboxURL { appStore.sandboxURL = appstoreSandboxURL }
@@ -100,7 +108,8 @@ struct Serve: AsyncParsableCommand {
         let configuration = LedgerServer.Configuration(
             host: host, port: port,
             api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead)),
-            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health
+            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health,
+            entitlementCacheUsers: cacheUsers
         )
         try await Self.serve(roles: roles, configuration: configuration, appStore: appStore, secrets: secrets, logger: logger) { _ in }
     }
@@ -137,6 +146,7 @@ struct Serve: AsyncParsableCommand {
             "ledger.body_read_timeout": "\(configuration.api.bodyReadTimeout)",
             "ledger.idle_timeout": "\(configuration.idleTimeout)",
             "ledger.max_requests_in_flight": "\(configuration.maximumRequestsInFlight)",
+            "ledger.entitlement_cache_users": "\(configuration.entitlementCacheUsers)",
             "ledger.secret_key": "\(secrets.map { "\($0.keyID) from \($0.origin)" } ?? "none")",
         ])
         if let failpoint = Failpoint.armed {
@@ -177,7 +187,8 @@ struct Serve: AsyncParsableCommand {
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
         let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
-        let changes = ChangeFeed(configuration: try settings.connectionConfiguration, logger: logger)
+        let cache = configuration.entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: configuration.entitlementCacheUsers) : nil
+        let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: cache, logger: logger)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
                                   changes: changes, logger: logger)
         // Several servers may share the database (behind a load balancer): one at a time runs the

@@ -6,7 +6,8 @@ import Synchronization
 
 /// Listens on `ledger_changes` (see migration 0012) and keeps what this server holds in memory
 /// true to the database: the API keys it accepted (`AcceptedKeys`) and the projection registry
-/// (`ProjectionBoard`).
+/// (`ProjectionBoard`), and the entitlement rows it read (`EntitlementRowCache`), which it brings
+/// up to the projections' checkpoint each time that moves.
 ///
 /// On its own connection it LISTENs first, then loads the registry and the keys' generation, so
 /// no change falls between the two. Once a second it asks for the keys' generation on the same
@@ -18,17 +19,20 @@ public struct ChangeFeed: Service {
 
     public let keys: AcceptedKeys
     public let projections: ProjectionBoard
+    /// nil when the server keeps no entitlement rows (`serve --entitlement-cache-users 0`).
+    public let entitlements: EntitlementRowCache?
     let configuration: PostgresConnection.Configuration
     let heartbeat: Duration
     let logger: Logger
 
     public init(
         configuration: PostgresConnection.Configuration, keys: AcceptedKeys = AcceptedKeys(), projections: ProjectionBoard = ProjectionBoard(),
-        heartbeat: Duration = .seconds(1), logger: Logger
+        entitlements: EntitlementRowCache? = EntitlementRowCache(), heartbeat: Duration = .seconds(1), logger: Logger
     ) {
         self.configuration = configuration
         self.keys = keys
         self.projections = projections
+        self.entitlements = entitlements
         self.heartbeat = heartbeat
         self.logger = logger
     }
@@ -66,6 +70,7 @@ public struct ChangeFeed: Service {
     private func forget() {
         keys.deaf()
         projections.deaf()
+        entitlements?.disable()
     }
 
     /// Listens until the connection fails, a heartbeat goes unanswered, or the task is cancelled.
@@ -77,12 +82,20 @@ public struct ChangeFeed: Service {
             projections.load(rows)
             keys.listening(generation: generation)
             listening()
+            // Wakes the cache's follower after every change of the registry; changes that come
+            // while it works are taken together.
+            let (moves, moved) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+            moved.yield()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
+                    defer { moved.finish() }
                     for try await notification in notifications {
-                        try apply(notification.payload)
+                        if try apply(notification.payload) { moved.yield() }
                     }
                     throw ChangeFeedError("the notifications ended")
+                }
+                if let entitlements {
+                    group.addTask { try await follow(moves, keeping: entitlements, on: connection) }
                 }
                 group.addTask {
                     while true {
@@ -98,24 +111,47 @@ public struct ChangeFeed: Service {
     }
 
     /// Applies one announcement; throws for one it cannot read (the feed then starts over).
-    private func apply(_ payload: String) throws {
+    /// Returns whether the projection registry changed.
+    private func apply(_ payload: String) throws -> Bool {
         let fields = payload.split(separator: " ")
         switch fields.first {
         case "api_keys":
             guard fields.count == 2, let generation = Int64(fields[1]) else { throw ChangeFeedError("unreadable announcement '\(payload)'") }
             keys.revoked(generation: generation)
             logger.debug("an API key was revoked: accepted keys forgotten", metadata: ["ledger.generation": "\(generation)"])
+            return false
         case "projection":
             guard let row = RegistryRow(announced: Array(fields.dropFirst())) else { throw ChangeFeedError("unreadable announcement '\(payload)'") }
             projections.apply(row)
+            return true
         case "projection_removed":
             guard fields.count == 3, let version = Int(fields[2]) else { throw ChangeFeedError("unreadable announcement '\(payload)'") }
             projections.remove(name: String(fields[1]), version: version)
+            return true
         case "projections_reset":
             throw ChangeFeedError("the projection registry was emptied; loading it again")
         default:
             throw ChangeFeedError("unknown announcement '\(payload)'")
         }
+    }
+
+    /// Brings the entitlement cache up to the projections each time the registry changes.
+    private func follow(_ moves: AsyncStream<Void>, keeping cache: EntitlementRowCache, on connection: PostgresConnection) async throws {
+        for await _ in moves {
+            try await cache.follow(projections) { after, through in
+                try await movedStreams(after: after, through: through, on: connection)
+            }
+        }
+    }
+
+    /// The streams with events in `(after, through]`: whose entitlement rows may have changed.
+    private func movedStreams(after: Int64, through: Int64, on connection: PostgresConnection) async throws -> [String] {
+        let rows = try await connection.unlessClosed(during: "reading which streams moved") {
+            try await connection.allRows(
+                "SELECT DISTINCT stream_id FROM ledger.events WHERE position > \(after) AND position <= \(through)", logger: logger
+            )
+        }
+        return try rows.map { try $0.decode(String.self) }
     }
 
     private func generation(on connection: PostgresConnection) async throws -> Int64 {

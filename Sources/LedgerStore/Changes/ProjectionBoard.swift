@@ -34,6 +34,22 @@ public final class ProjectionBoard: Sendable {
         }
     }
 
+    /// The smallest live checkpoint of the named projections and the live version of each, or nil
+    /// when one of them has no live version or the board does not follow the registry.
+    func live(_ projections: [ProjectionName]) -> (reached: Int64, versions: [ProjectionName: Int])? {
+        state.withLock { state in
+            guard state.listening else { return nil }
+            var versions: [ProjectionName: Int] = [:]
+            var reached = Int64.max
+            for row in state.rows.values where row.state == .live && projections.contains(row.name) {
+                guard versions[row.name] == nil else { return nil }  // two live versions: a switch under way
+                versions[row.name] = row.version
+                reached = min(reached, row.position)
+            }
+            return versions.count == Set(projections).count ? (reached, versions) : nil
+        }
+    }
+
     /// The registry as loaded after listening began: the board follows it from now on.
     func load(_ rows: [RegistryRow]) {
         state.withLock { state in

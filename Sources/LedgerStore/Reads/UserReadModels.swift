@@ -55,11 +55,14 @@ public struct UserReadModels: Sendable {
     let client: DatabasePool
     /// The registry as announced to this server, when a `ChangeFeed` keeps it; nil asks the database.
     let board: ProjectionBoard?
+    /// Users' entitlement rows kept in memory, when a `ChangeFeed` keeps them true; nil reads the database every time.
+    let cache: EntitlementRowCache?
     let logger: Logger
 
-    public init(client: DatabasePool, board: ProjectionBoard? = nil, logger: Logger) {
+    public init(client: DatabasePool, board: ProjectionBoard? = nil, cache: EntitlementRowCache? = nil, logger: Logger) {
         self.client = client
         self.board = board
+        self.cache = cache
         self.logger = logger
     }
 
@@ -149,8 +152,24 @@ public struct UserReadModels: Sendable {
 
     static let entitlements = PreparedStatements.Statement(name: "ledger_entitlements", sql: entitlementsStatement, arguments: 3)
 
-    public func entitlementRows(app: String, user: String) async throws -> EntitlementRows {
+    /// A user's entitlement rows as of the projections' checkpoint `position` (or later): from
+    /// the cache when it holds them true there, else from the database (kept for the next read).
+    public func entitlementRows(app: String, user: String, at position: Int64) async throws -> EntitlementRows {
         let stream = try StreamID.user(app: app, user: user).rawValue
+        guard let cache else { return try await entitlementRows(stream: stream, app: app, user: user) }
+        switch cache.lookup(stream, at: position) {
+        case .hit(let rows):
+            return rows
+        case .miss(let epoch):
+            let rows = try await entitlementRows(stream: stream, app: app, user: user)
+            // An unknown user is not kept: anyone can ask for any name.
+            if let epoch, rows.userExists { cache.keep(rows, for: stream, epoch: epoch) }
+            return rows
+        }
+    }
+
+    /// A user's entitlement rows from the database.
+    private func entitlementRows(stream: String, app: String, user: String) async throws -> EntitlementRows {
         // Prepared: PostgreSQL takes longer to plan this statement than to run it.
         let rows = try await client.query(prepared: Self.entitlements, [app, user, stream], logger: logger)
         var result = EntitlementRows()

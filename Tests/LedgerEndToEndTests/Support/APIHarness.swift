@@ -29,6 +29,8 @@ struct APIHarness: Sendable {
     let keys: [String: String]
     /// The key the app's shared secret is sealed with, as the server has it.
     let secrets: SecretSealer
+    /// What the server keeps in memory and follows the database's announcements with.
+    var changes: ChangeFeed? = nil
 
     var allKey: String { keys["all"]! }
 
@@ -228,7 +230,8 @@ struct APIHarness: Sendable {
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
-                        productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys, secrets: secrets
+                        productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys, secrets: secrets,
+                        changes: changes
                     )
                     return try await body(harness)
                 }
