@@ -36,6 +36,17 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true)
     }
 
+    /// As `state(of:upToPosition:catalog:)`, for a batch of the log that ends at `position`, with
+    /// the stream's events in it (`batch`, in version order; the batch holds every event the log
+    /// has between its first position and `position`). When the kept fold ends right before them,
+    /// they are folded as they are, and the stream is not read at all: a projection batch reads
+    /// the log once, however long its users' histories.
+    public func state(
+        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, batch: [RecordedEvent]
+    ) async throws -> UserLedger {
+        try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true, batch: batch)
+    }
+
     /// The stream folded to its end, as `state(of:catalog:)` reads it, but taken out of the kept
     /// folds: the caller holds the only copy and moves it on in place, without the copy a change to
     /// a fold shared with the cache would make. Give it back (`giveBack`) once done, as it was or
@@ -50,22 +61,27 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         kept?.putBack(state, user: stream.rawValue)
     }
 
-    private func fold(of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool) async throws -> UserLedger {
+    private func fold(
+        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool, batch: [RecordedEvent] = []
+    ) async throws -> UserLedger {
         // Taken out, so that this read holds the only copy and moves it on in place.
         var taken = kept?.take(user: stream.rawValue)
         guard let kept, (taken?.lastPosition ?? 0) <= position else {
             // A read of the past: the fold taken out goes back as it was.
             if let kept, let taken { kept.putBack(taken, user: stream.rawValue) }
             var state = UserLedger()
-            for event in try await readWhole(stream) where event.position <= position { try state.gather(event) }
+            let events = try await readWhole(stream)
+            for event in events where event.position <= position { try state.gather(event) }
             state.classify(by: catalog)
+            kept?.count(eventsRead: events.count)
             return state
         }
         var state = taken.take() ?? UserLedger()
         var read = 0
-        try await forEvents(of: stream, after: state.version, upToPosition: position) { event in
-            try state.gather(event)
-            read += 1
+        if Self.follows(state.version, batch, upTo: position) {
+            for event in batch { try state.gather(event) }
+        } else {
+            read = try await forEvents(of: stream, after: state.version, upToPosition: position) { event in try state.gather(event) }
         }
         state.classify(by: catalog)
         if keeping {
@@ -76,20 +92,30 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         return state
     }
 
-    /// The stream's events after version `version`, in order, up to log `position`.
+    /// Whether `batch` holds the stream's events right after version `version` (versions
+    /// `version + 1`, `version + 2`, … in order), none past `position`.
+    static func follows(_ version: Int64, _ batch: [RecordedEvent], upTo position: Int64) -> Bool {
+        guard let last = batch.last, last.position <= position else { return false }
+        return batch.enumerated().allSatisfy { $0.element.streamVersion == version + 1 + Int64($0.offset) }
+    }
+
+    /// The stream's events after version `version`, in order, up to log `position`. Returns how
+    /// many events it read from the log (some may lie past `position`).
     private func forEvents(
         of stream: StreamID, after version: Int64, upToPosition position: Int64, _ body: (RecordedEvent) throws -> Void
-    ) async throws {
+    ) async throws -> Int {
         var next = version + 1
+        var read = 0
         while true {
             let page = try await store.readStream(stream, fromVersion: next, limit: Self.pageSize)
+            read += page.count
             for event in page {
                 // A stream's positions grow with its versions: the rest is past `position` too.
-                guard event.position <= position else { return }
+                guard event.position <= position else { return read }
                 try body(event)
                 next = event.streamVersion + 1
             }
-            if page.count < Self.pageSize { return }
+            if page.count < Self.pageSize { return read }
         }
     }
 

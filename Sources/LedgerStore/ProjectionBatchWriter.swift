@@ -50,6 +50,7 @@ struct ProjectionBatchWriter: Sendable {
     func rows(for events: [RecordedEvent], _ projection: any UserProjection.Type, upTo last: Int64) async throws -> [(UserKey, [AnyProjectionRow])] {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
+        var batches: [UserKey: [RecordedEvent]] = [:]
         // Read once per runner: the other projections following the same batch skip what one read.
         let checked = folds?.checked ?? []
         for event in events {
@@ -70,6 +71,7 @@ struct ProjectionBatchWriter: Sendable {
                 }
             }
             if seen.insert(user).inserted { users.append(user) }
+            batches[user, default: []].append(event)
         }
         if let first = events.first?.position, let last = events.last?.position { folds?.noteChecked(first...last) }
         var rows: [(UserKey, [AnyProjectionRow])] = []
@@ -86,9 +88,9 @@ struct ProjectionBatchWriter: Sendable {
             do {
                 let stream = try StreamID.user(app: user.app, user: user.user)
                 if let folds {
-                    state = try await folds.state(of: stream, upTo: last, catalog: catalog, reader: reader)
+                    state = try await folds.state(of: stream, upTo: last, catalog: catalog, batch: batches[user] ?? [], reader: reader)
                 } else {
-                    state = try await reader.state(of: stream, upToPosition: last, catalog: catalog)
+                    state = try await reader.state(of: stream, upToPosition: last, catalog: catalog, batch: batches[user] ?? [])
                 }
             } catch let error as UnknownEventType {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)

@@ -24,6 +24,9 @@ public struct ProjectionRunner: Service {
     let batches: ProjectionBatchWriter
     /// The rows this runner's batches wrote, transaction by transaction.
     public var writes: WriteStatistics { batches.statistics }
+    /// How many users' folds this runner's batches asked for, and how many events those read from
+    /// the log: near the number of events applied when folds move on from where they were kept.
+    public var folding: (reads: Int, eventsRead: Int) { batches.folds?.kept.counts ?? (0, 0) }
     let listenConfiguration: PostgresConnection.Configuration?
     let projections: [any UserProjection.Type]
     let batchSize: Int

@@ -45,8 +45,10 @@ final class SharedFolds: Sendable {
     /// and benchmarks).
     var counts: (folds: Int, shared: Int) { state.withLock { ($0.folds, $0.shared) } }
 
+    /// The stream folded up to the batch end `position`; `batch` holds the stream's events of the
+    /// batch (see `UserStreamReader.state(of:upToPosition:catalog:batch:)`).
     func state(
-        of stream: StreamID, upTo position: Int64, catalog: ProductCatalog, reader: UserStreamReader<PostgresEventStore>
+        of stream: StreamID, upTo position: Int64, catalog: ProductCatalog, batch: [RecordedEvent], reader: UserStreamReader<PostgresEventStore>
     ) async throws -> UserLedger {
         let key = Key(stream: stream.rawValue, position: position)
         let task = state.withLock { state -> Task<UserLedger, any Error> in
@@ -55,7 +57,7 @@ final class SharedFolds: Sendable {
                 return known
             }
             state.folds += 1
-            let task = Task { try await reader.state(of: stream, upToPosition: position, catalog: catalog) }
+            let task = Task { try await reader.state(of: stream, upToPosition: position, catalog: catalog, batch: batch) }
             state.states[key] = task
             keep(position, in: &state)
             return task

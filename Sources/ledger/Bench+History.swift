@@ -70,6 +70,8 @@ extension Bench {
             Output.line(row("\(long) events per user", longRun))
             Output.line(String(format: "ratio (long / short): writes %.2f, catch-up %.2f",
                                longRun.seedRate / shortRun.seedRate, longRun.catchUpRate / shortRun.catchUpRate))
+            Output.line(String(format: "users' events read to fold them, per event caught up: %.2f short, %.2f long",
+                               Double(shortRun.catchUpEventsRead) / Double(shortRun.events), Double(longRun.catchUpEventsRead) / Double(longRun.events)))
         }
     }
 }

@@ -56,6 +56,54 @@ struct KeptFoldsTests {
         }
     }
 
+    @Test("a projection batch's own events move a kept fold on without reading the stream, only when they follow it exactly")
+    func batchEventsMoveTheFoldOn() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: Self.logger)
+            let handler = Self.handler(client, kept: nil)
+            try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
+            for round in 0..<6 {
+                let receipt = (0...round).map {
+                    TestTransaction("t\($0)", "coins", quantity: 2, purchased: Date(timeIntervalSince1970: 1_767_225_600 + Double($0) * 60))
+                }
+                _ = try await handler.execute(app: Self.app, user: "u1") { state, _ in
+                    (try TestReceipts.observe(receipt, app: Self.app, on: state).events, ())
+                }
+            }
+            let stream = try StreamID.user(app: Self.app, user: "u1")
+            let events = try await store.readStream(stream, fromVersion: 1, limit: 1_000)
+            #expect(events.count >= 12)
+            let unkept = UserStreamReader(store: store)
+            let catalog = try await unkept.catalog(app: Self.app)
+            func fromStart(_ position: Int64) async throws -> UserLedger {
+                try await unkept.state(of: stream, upToPosition: position, catalog: catalog)
+            }
+
+            // Kept up to the fourth event; the next three, as a batch ending at the seventh, follow it.
+            let kept = KeptFolds()
+            let reader = UserStreamReader(store: store, kept: kept)
+            _ = try await reader.state(of: stream, upToPosition: events[3].position, catalog: catalog)
+            let read = kept.counts.eventsRead
+            let moved = try await reader.state(of: stream, upToPosition: events[6].position, catalog: catalog, batch: Array(events[4...6]))
+            #expect(moved == (try await fromStart(events[6].position)))
+            #expect(kept.counts.eventsRead == read, "the batch's events were folded as given")
+
+            // A batch that skips a version (the kept fold is behind it) is not trusted: the stream is read.
+            let skipping = try await reader.state(of: stream, upToPosition: events[9].position, catalog: catalog, batch: Array(events[8...9]))
+            #expect(skipping == (try await fromStart(events[9].position)))
+            #expect(kept.counts.eventsRead > read, "the stream was read from the kept fold on")
+
+            // Nor one reaching past the position asked for, nor one out of order.
+            let past = kept.counts.eventsRead
+            let beyond = try await reader.state(of: stream, upToPosition: events[10].position, catalog: catalog, batch: Array(events[10...11]))
+            #expect(beyond == (try await fromStart(events[10].position)) && kept.counts.eventsRead > past)
+            let shuffled = Array(events[11...]).reversed()
+            let last = try #require(events.last?.position)
+            let ordered = try await reader.state(of: stream, upToPosition: last, catalog: catalog, batch: Array(shuffled))
+            #expect(ordered == (try await fromStart(last)))
+        }
+    }
+
     @Test("a catalog change reaches a handler whose catalog is kept, and judges its kept users' transactions anew")
     func catalogChangesReachKeptFolds() async throws {
         try await TestDatabase.withDatabase { client, _ in

@@ -34,6 +34,8 @@ public struct HistoryLengthBenchmark: Sendable {
         public let events: Int
         public let seedSeconds: Double
         public let catchUpSeconds: Double
+        /// Events the catch-up read from users' streams to fold them (besides the batches themselves).
+        public var catchUpEventsRead = 0
 
         public var seedRate: Double { Double(events) / seedSeconds }
         public var catchUpRate: Double { Double(events) / catchUpSeconds }
@@ -78,7 +80,9 @@ public struct HistoryLengthBenchmark: Sendable {
             }
             group.cancelAll()
         }
-        return Run(users: users, events: written, seedSeconds: seedSeconds, catchUpSeconds: Self.seconds(since: catchUpStarted))
+        var run = Run(users: users, events: written, seedSeconds: seedSeconds, catchUpSeconds: Self.seconds(since: catchUpStarted))
+        run.catchUpEventsRead = runner.folding.eventsRead
+        return run
     }
 
     /// Whether every projection is live at `head`.
