@@ -58,6 +58,11 @@ public final class KeptFolds: Sendable {
     /// How many events the kept users' folds hold.
     public var keptEvents: Int64 { state.withLock { $0.events } }
 
+    /// The version and last position of the user's kept fold, if one is kept (and not taken out).
+    public func kept(user stream: String) -> (version: Int64, lastPosition: Int64)? {
+        state.withLock { state in state.users[stream].map { ($0.value.version, $0.value.lastPosition) } }
+    }
+
     /// Takes the user's fold out, so that the reader holds the only copy and moves it on in
     /// place (a fold shared with this cache would be copied whole by its first change); the reader
     /// keeps it again once it has moved on. A read of the same user meanwhile folds from the log.
@@ -79,8 +84,9 @@ public final class KeptFolds: Sendable {
         }
     }
 
-    /// Counts a read whose fold its reader keeps for now, to give it back later (`putBack`).
-    func count(eventsRead: Int) {
+    /// Counts a read whose fold its reader keeps for now, to give it back later (`putBack`), or
+    /// a read of several streams for folds to come.
+    public func count(eventsRead: Int) {
         state.withLock { state in
             state.reads += 1
             state.eventsRead += eventsRead

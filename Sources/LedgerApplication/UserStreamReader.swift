@@ -36,15 +36,30 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true)
     }
 
-    /// As `state(of:upToPosition:catalog:)`, for a batch of the log that ends at `position`, with
-    /// the stream's events in it (`batch`, in version order; the batch holds every event the log
-    /// has between its first position and `position`). When the kept fold ends right before them,
-    /// they are folded as they are, and the stream is not read at all: a projection batch reads
-    /// the log once, however long its users' histories.
-    public func state(
-        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, batch: [RecordedEvent]
-    ) async throws -> UserLedger {
-        try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true, batch: batch)
+    /// Every event of a stream after version `afterVersion`, up to some log position, in version
+    /// order: what a projection batch holds of a user (the batch holds every event the log has
+    /// between its first position and its last), or what was read of the stream for it.
+    public struct Tail: Sendable {
+        public let afterVersion: Int64
+        public let events: [RecordedEvent]
+
+        public init(afterVersion: Int64, events: [RecordedEvent]) {
+            self.afterVersion = afterVersion
+            self.events = events
+        }
+
+        /// The stream's events of a batch of the log (at least one).
+        public init(batch events: [RecordedEvent]) {
+            self.init(afterVersion: (events.first?.streamVersion ?? 1) - 1, events: events)
+        }
+    }
+
+    /// As `state(of:upToPosition:catalog:)`, for a batch of the log that ends at `position`, given
+    /// the stream's `tail` up to it. When the kept fold ends where the tail starts, its events are
+    /// folded as they are and the stream is not read at all: a projection batch reads the log
+    /// once, however long its users' histories.
+    public func state(of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, tail: Tail?) async throws -> UserLedger {
+        try await fold(of: stream, upToPosition: position, catalog: catalog, keeping: true, tail: tail)
     }
 
     /// The stream folded to its end, as `state(of:catalog:)` reads it, but taken out of the kept
@@ -62,7 +77,7 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
     }
 
     private func fold(
-        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool, batch: [RecordedEvent] = []
+        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool, tail: Tail? = nil
     ) async throws -> UserLedger {
         // Taken out, so that this read holds the only copy and moves it on in place.
         var taken = kept?.take(user: stream.rawValue)
@@ -78,8 +93,8 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         }
         var state = taken.take() ?? UserLedger()
         var read = 0
-        if Self.follows(state.version, batch, upTo: position) {
-            for event in batch { try state.gather(event) }
+        if let tail, Self.follows(state.version, tail, upTo: position) {
+            for event in tail.events { try state.gather(event) }
         } else {
             read = try await forEvents(of: stream, after: state.version, upToPosition: position) { event in try state.gather(event) }
         }
@@ -92,11 +107,11 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         return state
     }
 
-    /// Whether `batch` holds the stream's events right after version `version` (versions
-    /// `version + 1`, `version + 2`, … in order), none past `position`.
-    static func follows(_ version: Int64, _ batch: [RecordedEvent], upTo position: Int64) -> Bool {
-        guard let last = batch.last, last.position <= position else { return false }
-        return batch.enumerated().allSatisfy { $0.element.streamVersion == version + 1 + Int64($0.offset) }
+    /// Whether `tail` starts right after version `version` and holds versions `version + 1`,
+    /// `version + 2`, … in order, none past `position`.
+    static func follows(_ version: Int64, _ tail: Tail, upTo position: Int64) -> Bool {
+        guard tail.afterVersion == version, (tail.events.last?.position ?? 0) <= position else { return false }
+        return tail.events.enumerated().allSatisfy { $0.element.streamVersion == version + 1 + Int64($0.offset) }
     }
 
     /// The stream's events after version `version`, in order, up to log `position`. Returns how

@@ -217,6 +217,23 @@ public struct PostgresEventStore: EventStore {
         ))
     }
 
+    /// Several streams' events at once, each after its own version and none past log `position`,
+    /// in one statement: the events of each stream in version order.
+    public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
+        guard !streams.isEmpty else { return [:] }
+        let events = try await Self.decode(client.query(
+            """
+            SELECT \(unescaped: Self.columns.split(separator: ",").map { "e." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", "))
+            FROM unnest(\(streams.map(\.stream.rawValue))::text[], \(streams.map(\.afterVersion))::bigint[]) AS wanted(stream_id, after_version)
+            JOIN ledger.events e ON e.stream_id = wanted.stream_id AND e.stream_version > wanted.after_version
+            WHERE e."position" <= \(position)
+            ORDER BY e.stream_id, e.stream_version
+            """,
+            logger: logger
+        ))
+        return Dictionary(grouping: events, by: \.streamID)
+    }
+
     public func readAll(after position: Int64, stream: StreamID? = nil, limit: Int = 1_000) async throws -> [RecordedEvent] {
         // Only rows of transactions older than every append still running in this database
         // (ledger.follow_horizon, evaluated once per statement): nothing earlier can still appear.

@@ -51,6 +51,7 @@ struct ProjectionBatchWriter: Sendable {
         var users: [UserKey] = []
         var seen = Set<UserKey>()
         var batches: [UserKey: [RecordedEvent]] = [:]
+        typealias Tail = UserStreamReader<PostgresEventStore>.Tail
         // Read once per runner: the other projections following the same batch skip what one read.
         let checked = folds?.checked ?? []
         for event in events {
@@ -74,6 +75,8 @@ struct ProjectionBatchWriter: Sendable {
             batches[user, default: []].append(event)
         }
         if let first = events.first?.position, let last = events.last?.position { folds?.noteChecked(first...last) }
+        var tails = batches.mapValues { Tail(batch: $0) }
+        try await readMissing(users, into: &tails, upTo: last)
         var rows: [(UserKey, [AnyProjectionRow])] = []
         var catalogs: [String: ProductCatalog] = [:]
         for user in users {
@@ -88,9 +91,9 @@ struct ProjectionBatchWriter: Sendable {
             do {
                 let stream = try StreamID.user(app: user.app, user: user.user)
                 if let folds {
-                    state = try await folds.state(of: stream, upTo: last, catalog: catalog, batch: batches[user] ?? [], reader: reader)
+                    state = try await folds.state(of: stream, upTo: last, catalog: catalog, tail: tails[user], reader: reader)
                 } else {
-                    state = try await reader.state(of: stream, upToPosition: last, catalog: catalog, batch: batches[user] ?? [])
+                    state = try await reader.state(of: stream, upToPosition: last, catalog: catalog, tail: tails[user])
                 }
             } catch let error as UnknownEventType {
                 throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
@@ -100,6 +103,36 @@ struct ProjectionBatchWriter: Sendable {
             rows.append((user, projection.anyRows(app: user.app, user: user.user, state: state, catalog: catalog)))
         }
         return rows
+    }
+
+    /// Reads, in one statement, the events the batch lacks to fold its users: for each user
+    /// whose kept fold does not end right before the user's first event in the batch (a fold
+    /// forgotten or never made, as after a start; or a user a catalog change touches, who has no
+    /// events in the batch), the stream from the kept fold on, up to `last`. Without this, each of
+    /// those users' folds read the stream by itself, one query each. Users another projection has
+    /// folded to `last` already, or whose kept fold is past it (a projection behind the others),
+    /// are left to the fold.
+    private func readMissing(
+        _ users: [UserKey], into tails: inout [UserKey: UserStreamReader<PostgresEventStore>.Tail], upTo last: Int64
+    ) async throws {
+        guard let folds else { return }
+        var wanted: [(user: UserKey, stream: StreamID, afterVersion: Int64)] = []
+        for user in users {
+            guard let stream = try? StreamID.user(app: user.app, user: user.user), !folds.has(stream, upTo: last) else { continue }
+            let kept = folds.kept.kept(user: stream.rawValue)
+            if let kept, kept.lastPosition > last { continue }
+            let version = kept?.version ?? 0
+            if tails[user]?.afterVersion == version { continue }
+            wanted.append((user, stream, version))
+        }
+        guard !wanted.isEmpty else { return }
+        let read = try await store.readStreams(wanted.map { ($0.stream, $0.afterVersion) }, upToPosition: last)
+        let events = read.values.reduce(0) { $0 + $1.count }
+        folds.kept.count(eventsRead: events)
+        folds.noteReadTogether(streams: wanted.count, events: events)
+        for (user, stream, version) in wanted {
+            tails[user] = .init(afterVersion: version, events: read[stream.rawValue] ?? [])
+        }
     }
 
     /// The app's catalog up to `last`: the runner's shared fold when there is one.

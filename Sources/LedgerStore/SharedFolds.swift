@@ -26,6 +26,7 @@ final class SharedFolds: Sendable {
         var positions: [Int64] = []
         var folds = 0
         var shared = 0
+        var readTogether = (statements: 0, streams: 0, events: 0)
         /// Stretches of the log whose user events were all read without error, newest last.
         var checked: [ClosedRange<Int64>] = []
     }
@@ -45,10 +46,28 @@ final class SharedFolds: Sendable {
     /// and benchmarks).
     var counts: (folds: Int, shared: Int) { state.withLock { ($0.folds, $0.shared) } }
 
-    /// The stream folded up to the batch end `position`; `batch` holds the stream's events of the
-    /// batch (see `UserStreamReader.state(of:upToPosition:catalog:batch:)`).
+    /// How many statements read several users' streams for the folds of a batch, how many streams
+    /// and events they read (see `ProjectionBatchWriter.readMissing`).
+    var readTogether: (statements: Int, streams: Int, events: Int) { state.withLock { $0.readTogether } }
+
+    func noteReadTogether(streams: Int, events: Int) {
+        state.withLock { state in
+            state.readTogether.statements += 1
+            state.readTogether.streams += streams
+            state.readTogether.events += events
+        }
+    }
+
+    /// Whether a fold of the stream up to `position` is kept, or being made.
+    func has(_ stream: StreamID, upTo position: Int64) -> Bool {
+        state.withLock { $0.states[Key(stream: stream.rawValue, position: position)] != nil }
+    }
+
+    /// The stream folded up to the batch end `position`, from `tail` when it follows the kept
+    /// fold (see `UserStreamReader.state(of:upToPosition:catalog:tail:)`).
     func state(
-        of stream: StreamID, upTo position: Int64, catalog: ProductCatalog, batch: [RecordedEvent], reader: UserStreamReader<PostgresEventStore>
+        of stream: StreamID, upTo position: Int64, catalog: ProductCatalog, tail: UserStreamReader<PostgresEventStore>.Tail?,
+        reader: UserStreamReader<PostgresEventStore>
     ) async throws -> UserLedger {
         let key = Key(stream: stream.rawValue, position: position)
         let task = state.withLock { state -> Task<UserLedger, any Error> in
@@ -57,7 +76,7 @@ final class SharedFolds: Sendable {
                 return known
             }
             state.folds += 1
-            let task = Task { try await reader.state(of: stream, upToPosition: position, catalog: catalog, batch: batch) }
+            let task = Task { try await reader.state(of: stream, upToPosition: position, catalog: catalog, tail: tail) }
             state.states[key] = task
             keep(position, in: &state)
             return task

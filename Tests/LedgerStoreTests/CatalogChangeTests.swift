@@ -12,17 +12,19 @@ struct CatalogChangeTests {
     static let app = ProjectionRunnerTests.app
     static let logger = TestDatabase.logger
 
-    /// Twelve seeded users; the first four also bought `gems`, a product the catalog does not know yet.
+    /// Twelve seeded users; the first four also bought `gems`, and the next three `rubies`, products the catalog does not know yet.
     static func seed(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
         let handler = try await ProjectionRunnerTests.seed(client, users: 12)
-        for index in 0..<4 {
+        for (index, product) in [(0, "gems"), (1, "gems"), (2, "gems"), (3, "gems"), (4, "rubies"), (5, "rubies"), (6, "rubies")] {
             _ = try await handler.execute(app: app, user: "u\(index)") { state, _ in
-                let gems = TestTransaction("gems-\(index)", "gems", quantity: 3, purchased: Date(timeIntervalSince1970: 1_767_225_600))
-                return (try TestReceipts.observe([gems], app: app, on: state).events, ())
+                let bought = TestTransaction("\(product)-\(index)", product, quantity: 3, purchased: Date(timeIntervalSince1970: 1_767_225_600))
+                return (try TestReceipts.observe([bought], app: app, on: state).events, ())
             }
         }
         return handler
     }
+
+    static let rubyBuyers = 3
 
     static func allRowsMatch(_ handler: UserCommandHandler<PostgresEventStore>, _ client: DatabasePool) async throws {
         for projection in Projections.all {
@@ -59,6 +61,19 @@ struct CatalogChangeTests {
             try await handler.defineProduct(try Product(productId: "gems", type: .consumable, prices: ["USD": "2.49"]), app: Self.app)
             #expect(try await ProjectionRunnerTests.runUntilCaughtUp(runner, client, head: try await store.headPosition()))
             #expect(folds.counts.folds == again)
+            try await Self.allRowsMatch(handler, client)
+
+            // A runner that has folded nobody yet (as after a start): the buyers' streams are read
+            // together, in one statement per projection that got there first, not one per buyer.
+            let fresh = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
+                                         pollInterval: .milliseconds(20), logger: Self.logger)
+            let freshFolds = try #require(fresh.batches.folds)
+            try await handler.defineProduct(try Product(productId: "rubies", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
+            #expect(try await ProjectionRunnerTests.runUntilCaughtUp(fresh, client, head: try await store.headPosition()))
+            let together = freshFolds.readTogether
+            #expect(together.statements >= 1 && together.streams >= Self.rubyBuyers && together.streams <= Self.rubyBuyers * together.statements,
+                    "\(together)")
+            #expect(freshFolds.kept.counts.eventsRead == together.events, "no buyer's stream was read on its own")
             try await Self.allRowsMatch(handler, client)
         }
     }

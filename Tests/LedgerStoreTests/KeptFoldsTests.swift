@@ -84,22 +84,26 @@ struct KeptFoldsTests {
             let reader = UserStreamReader(store: store, kept: kept)
             _ = try await reader.state(of: stream, upToPosition: events[3].position, catalog: catalog)
             let read = kept.counts.eventsRead
-            let moved = try await reader.state(of: stream, upToPosition: events[6].position, catalog: catalog, batch: Array(events[4...6]))
+            let moved = try await reader.state(of: stream, upToPosition: events[6].position, catalog: catalog, tail: .init(batch: Array(events[4...6])))
             #expect(moved == (try await fromStart(events[6].position)))
             #expect(kept.counts.eventsRead == read, "the batch's events were folded as given")
+            // An empty tail right after the kept fold: nothing more up to there, nothing read.
+            let same = try await reader.state(of: stream, upToPosition: events[7].position - 1, catalog: catalog,
+                                              tail: .init(afterVersion: events[6].streamVersion, events: []))
+            #expect(same == moved && kept.counts.eventsRead == read)
 
             // A batch that skips a version (the kept fold is behind it) is not trusted: the stream is read.
-            let skipping = try await reader.state(of: stream, upToPosition: events[9].position, catalog: catalog, batch: Array(events[8...9]))
+            let skipping = try await reader.state(of: stream, upToPosition: events[9].position, catalog: catalog, tail: .init(batch: Array(events[8...9])))
             #expect(skipping == (try await fromStart(events[9].position)))
             #expect(kept.counts.eventsRead > read, "the stream was read from the kept fold on")
 
             // Nor one reaching past the position asked for, nor one out of order.
             let past = kept.counts.eventsRead
-            let beyond = try await reader.state(of: stream, upToPosition: events[10].position, catalog: catalog, batch: Array(events[10...11]))
+            let beyond = try await reader.state(of: stream, upToPosition: events[10].position, catalog: catalog, tail: .init(batch: Array(events[10...11])))
             #expect(beyond == (try await fromStart(events[10].position)) && kept.counts.eventsRead > past)
             let shuffled = Array(events[11...]).reversed()
             let last = try #require(events.last?.position)
-            let ordered = try await reader.state(of: stream, upToPosition: last, catalog: catalog, batch: Array(shuffled))
+            let ordered = try await reader.state(of: stream, upToPosition: last, catalog: catalog, tail: .init(afterVersion: events[10].streamVersion, events: Array(shuffled)))
             #expect(ordered == (try await fromStart(last)))
         }
     }
