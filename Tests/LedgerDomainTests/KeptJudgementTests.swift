@@ -199,7 +199,40 @@ import Testing
                 Issue.record("seed \(seed), step \(step): the kept judgement differs from judging from scratch: \(difference)")
                 return
             }
+            if let problem = Self.perProductAnswersDiffer(state, kept, catalog: catalog) {
+                Issue.record("seed \(seed), step \(step): \(problem)")
+                return
+            }
         }
+    }
+
+    /// Questions about one product look only at that product's transactions
+    /// (`TransactionFacts.orderOfProduct`); they must answer as a scan of the whole history does.
+    static func perProductAnswersDiffer(_ state: UserLedger, _ transactions: [UserLedger.Transaction], catalog: ProductCatalog) -> String? {
+        for productId in productIds {
+            let all = transactions.filter { $0.productId == productId }
+            let purchased = all.filter { $0.kind == .purchase && !$0.isRevoked }.reduce(0) { $0 + $1.quantity }
+            if state.balance(of: productId) != purchased - state.consumed[productId, default: 0] {
+                return "balance of \(productId): \(state.balance(of: productId)), a scan gives \(purchased - state.consumed[productId, default: 0])"
+            }
+            let owner = all.first { $0.grantsOwnership && !$0.isRevoked && $0.productType.isOwnedForever }
+            if state.ownership(of: productId) != owner {
+                return "owner of \(productId): \(state.ownership(of: productId)?.transactionId ?? "-"), a scan gives \(owner?.transactionId ?? "-")"
+            }
+        }
+        let purchases = transactions.compactMap { transaction -> NonRenewingPurchase? in
+            guard transaction.kind == .purchase, !transaction.isRevoked,
+                  let product = catalog.product(transaction.productId, asOf: transaction.position),
+                  product.type == .nonRenewing, let duration = product.duration
+            else { return nil }
+            return NonRenewingPurchase(transactionId: transaction.transactionId, productId: transaction.productId,
+                                       group: product.subscriptionGroup, purchaseDate: transaction.purchaseDate, duration: duration)
+        }
+        let periods = state.nonRenewingPeriods(catalog: catalog)
+        if periods != NonRenewingSchedule.periods(of: purchases) {
+            return "non-renewing periods: \(periods.map(\.transactionId)), a scan gives \(NonRenewingSchedule.periods(of: purchases).map(\.transactionId))"
+        }
+        return nil
     }
 
     @Test(arguments: 0..<40)

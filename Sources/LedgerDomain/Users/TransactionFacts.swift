@@ -61,6 +61,9 @@ public struct TransactionFacts: Hashable, Sendable {
     public private(set) var observed: [String: Observed] = [:]
     /// Transaction ids in the order they were first recorded.
     public private(set) var order: [String] = []
+    /// Where each product's transactions are in `order`, ascending: a question about one product
+    /// looks at that product's transactions, not at the whole history.
+    public private(set) var orderOfProduct: [String: [Int]] = [:]
     public private(set) var posts: [Post] = []
     public private(set) var revocations: [String: Revocation] = [:]
     /// The latest `pending_renewal_info` fields of each original transaction.
@@ -92,6 +95,9 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func observe(_ event: AppStoreTransactionObserved, at: Recorded) {
         let fields = AppStoreFields(event.fields)
         if var known = observed[event.transactionId] {
+            if known.fields.productId != fields.productId {
+                moveInOrderOfProduct(event.transactionId, from: known.fields.productId ?? "", to: fields.productId ?? "")
+            }
             known.fields = fields
             if known.cancellationSeen == nil, fields.cancellationDate != nil { known.cancellationSeen = at }
             if event.status == 21006 { known.reportExpiry(at: event.answeredAt) }
@@ -151,9 +157,21 @@ public struct TransactionFacts: Hashable, Sendable {
         changes.append(event.transactionId)
     }
 
+    /// A transaction observed again under another product id (the latest answer's fields count).
+    private mutating func moveInOrderOfProduct(_ transactionId: String, from old: String, to new: String) {
+        guard let places = orderOfProduct[old], let index = places.firstIndex(where: { order[$0] == transactionId }) else { return }
+        let offset = places[index]
+        orderOfProduct[old]?.remove(at: index)
+        if orderOfProduct[old]?.isEmpty == true { orderOfProduct[old] = nil }
+        var moved = orderOfProduct[new] ?? []
+        moved.insert(offset, at: moved.firstIndex { $0 > offset } ?? moved.endIndex)
+        orderOfProduct[new] = moved
+    }
+
     private mutating func record(_ observation: Observed) {
         guard observed[observation.transactionId] == nil else { return }
         observed[observation.transactionId] = observation
+        orderOfProduct[observation.fields.productId ?? "", default: []].append(order.count)
         order.append(observation.transactionId)
         changes.append(observation.transactionId)
         if let currency = observation.legacy?.currency { latestLegacyCurrency = currency }

@@ -32,7 +32,13 @@ extension UserLedger {
     /// The non-renewing periods, stacked per group with the durations the catalog gave when each
     /// was bought (a later change of duration rewrites no past period).
     public func nonRenewingPeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
-        let purchases = transactionsInOrder.compactMap { transaction -> NonRenewingPurchase? in
+        // Only products the catalog has ever called non-renewing, in the order recorded.
+        var offsets: [Int] = []
+        for (productId, places) in facts.orderOfProduct
+        where catalog.history[productId]?.contains(where: { $0.product.type == .nonRenewing }) == true {
+            offsets += places
+        }
+        let purchases = transactions(at: offsets.sorted()).compactMap { transaction -> NonRenewingPurchase? in
             guard transaction.kind == .purchase, !transaction.isRevoked,
                   let product = catalog.product(transaction.productId, asOf: transaction.position),
                   product.type == .nonRenewing, let duration = product.duration

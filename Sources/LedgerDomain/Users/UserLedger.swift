@@ -264,15 +264,25 @@ public struct UserLedger: Hashable, Sendable {
     /// Purchased (non-revoked purchases' quantities) minus consumed. Below zero only after a
     /// revocation of something already used.
     public func balance(of productId: String) -> Int {
-        let purchased = transactions.values
-            .filter { $0.productId == productId && $0.kind == .purchase && !$0.isRevoked }
-            .reduce(0) { $0 + $1.quantity }
+        let purchased = transactions(ofProduct: productId).reduce(0) { sum, transaction in
+            transaction.kind == .purchase && !transaction.isRevoked ? sum + transaction.quantity : sum
+        }
         return purchased - consumed[productId, default: 0]
+    }
+
+    /// The product's transactions as classified, in the order they were recorded.
+    public func transactions(ofProduct productId: String) -> [Transaction] {
+        transactions(at: facts.orderOfProduct[productId] ?? [])
+    }
+
+    /// The transactions at these places of the recorded order (ascending), as classified.
+    func transactions(at offsets: [Int]) -> [Transaction] {
+        offsets.compactMap { transactions[facts.order[$0]] }
     }
 
     /// The live transaction that owns a non-consumable or free subscription, if any.
     public func ownership(of productId: String) -> Transaction? {
-        transactionsInOrder.first {
+        transactions(ofProduct: productId).first {
             $0.productId == productId && $0.grantsOwnership && !$0.isRevoked && $0.productType.isOwnedForever
         }
     }
