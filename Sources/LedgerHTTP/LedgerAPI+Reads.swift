@@ -30,12 +30,6 @@ extension LedgerAPI {
         return (app, user, position)
     }
 
-    /// A user with no rows may still have events (a device, a failure); one without events is unknown (404).
-    /// Asked only when the rows are empty, so a read of a known user costs no extra query.
-    private func requireUser(app: String, user: String, hasRows: Bool) async throws {
-        if !hasRows, !(try await reads.userExists(app: app, user: user)) { throw APIError.unknownUser(user) }
-    }
-
     /// `GET …/users/{userId}/entitlements`: what the user may use now (or `at`).
     func entitlements(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let at = try Self.timeQuery("at", request) ?? Date()
@@ -52,8 +46,10 @@ extension LedgerAPI {
         let (app, user, position) = try await prepareRead(request, context, projections: ReadModel.balances)
         struct Balance: Encodable { let productId: String; let purchased, consumed, balance: Int64; let overdrawn: Bool }
         struct Answer: Encodable { let userId: String; let position: Int64; let balances: [Balance] }
-        let rows = try await reads.balances(app: app, user: user)
-        try await requireUser(app: app, user: user, hasRows: !rows.isEmpty)
+        // The user's kept rows when they are true at `position` (see `EntitlementRowCache`).
+        let kept = try await reads.entitlementRows(app: app, user: user, at: position)
+        let rows = kept.balances
+        guard kept.userExists || !rows.isEmpty else { throw APIError.unknownUser(user) }
         let balances = rows.map {
             Balance(productId: $0.productId, purchased: $0.purchased, consumed: $0.consumed, balance: $0.balance, overdrawn: $0.overdrawn)
         }
@@ -70,8 +66,9 @@ extension LedgerAPI {
             let active: Bool
         }
         struct Answer: Encodable { let userId: String; let at: Date; let position: Int64; let periods: [Period] }
-        let rows = try await reads.periods(app: app, user: user)
-        try await requireUser(app: app, user: user, hasRows: !rows.isEmpty)
+        let kept = try await reads.entitlementRows(app: app, user: user, at: position)
+        let rows = kept.periods
+        guard kept.userExists || !rows.isEmpty else { throw APIError.unknownUser(user) }
         let periods = rows.map {
             Period(transactionId: $0.transactionId, originalTransactionId: $0.originalTransactionId, productId: $0.productId,
                    group: $0.group, kind: $0.kind.rawValue, start: $0.start, end: $0.end, active: $0.period.isActive(at: at))

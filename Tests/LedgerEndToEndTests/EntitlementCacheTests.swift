@@ -56,6 +56,17 @@ import Testing
             let alice = try await api.send(.GET, Self.entitlements("alice"), key: api.allKey)
             #expect(Self.balance(alice, "coins.100") == 2 && (alice.json["position"] as? Int ?? 0) >= position, "\(alice.text)")
 
+            // The balances and subscriptions routes answer from the same kept rows.
+            let routeHits = cache.hitCount
+            let balances = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/bob/balances", key: api.allKey)
+            let bobBalance = (balances.json["balances"] as? [[String: Any]])?.first?["balance"] as? Int
+            #expect(balances.status == 200 && bobBalance == 3, "\(balances.text)")
+            let subscriptions = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/bob/subscriptions", key: api.allKey)
+            #expect(subscriptions.status == 200 && (subscriptions.json["periods"] as? [Any])?.isEmpty == true, "\(subscriptions.text)")
+            #expect(cache.hitCount == routeHits + 2)
+            let unknown = try await api.send(.GET, "/v1/apps/\(APIHarness.app)/users/nobody/balances", key: api.allKey)
+            #expect(unknown.status == 404, "\(unknown.text)")
+
             // A catalog edit may change every user's rows: all are forgotten.
             #expect(cache.count >= 1)
             try await api.defineProduct("coins.500", type: "consumable")

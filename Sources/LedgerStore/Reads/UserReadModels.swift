@@ -110,16 +110,6 @@ public struct UserReadModels: Sendable {
         return ProjectionReadiness(of: projections, rows: registry)
     }
 
-    /// Whether the user has any event in the app.
-    public func userExists(app: String, user: String) async throws -> Bool {
-        let stream = try StreamID.user(app: app, user: user).rawValue
-        let rows = try await client.query(
-            "SELECT 1 FROM ledger.events WHERE stream_id = \(stream) LIMIT 1", logger: logger
-        )
-        for try await _ in rows { return true }
-        return false
-    }
-
     /// A user's rows of every read model the entitlements rule takes, and whether the user has
     /// any event at all, in one statement (one round trip).
     public struct EntitlementRows: Sendable {
@@ -198,47 +188,6 @@ public struct UserReadModels: Sendable {
             default:
                 result.userExists = try columns[12].decode(Bool.self, context: context)
             }
-        }
-        return result
-    }
-
-    public func owned(app: String, user: String) async throws -> [Owned] {
-        let rows = try await client.query("""
-            SELECT product_id, product_type, original_transaction_id, owned_since, expires_at FROM ledger.ownership
-            WHERE app = \(app) AND user_id = \(user) ORDER BY owned_since, product_id
-            """, logger: logger)
-        var result: [Owned] = []
-        for try await (product, type, original, since, expires) in rows.decode((String, String, String, Date, Date?).self) {
-            result.append(Owned(productId: product, productType: ProductType(rawValue: type) ?? .unknown, originalTransactionId: original,
-                                ownedSince: since, expiresAt: expires))
-        }
-        return result
-    }
-
-    public func balances(app: String, user: String) async throws -> [Balance] {
-        let rows = try await client.query("""
-            SELECT product_id, purchased, consumed, balance, overdrawn FROM ledger.consumable_balances
-            WHERE app = \(app) AND user_id = \(user) ORDER BY product_id
-            """, logger: logger)
-        var result: [Balance] = []
-        for try await (product, purchased, consumed, balance, overdrawn) in rows.decode((String, Int64, Int64, Int64, Bool).self) {
-            result.append(Balance(productId: product, purchased: purchased, consumed: consumed, balance: balance, overdrawn: overdrawn))
-        }
-        return result
-    }
-
-    public func periods(app: String, user: String) async throws -> [Period] {
-        let rows = try await client.query("""
-            SELECT transaction_id, original_transaction_id, product_id, subscription_group, kind, period_start, period_end
-            FROM ledger.subscription_periods WHERE app = \(app) AND user_id = \(user) ORDER BY period_start, transaction_id
-            """, logger: logger)
-        var result: [Period] = []
-        for try await (id, original, product, group, kind, start, end) in rows.decode((String, String, String, String, String, Date, Date).self) {
-            guard let kind = SubscriptionKind(rawValue: kind) else {
-                throw StoreError.integrity("ledger.subscription_periods holds kind '\(kind)', which this version does not know")
-            }
-            result.append(Period(transactionId: id, originalTransactionId: original, productId: product, group: group, kind: kind,
-                                 start: start, end: end))
         }
         return result
     }
