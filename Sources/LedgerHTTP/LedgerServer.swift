@@ -21,8 +21,13 @@ public struct LedgerServer: Sendable {
         /// When `/health` calls a projection stalled and a transaction long.
         public var health: LedgerHealth.Thresholds
         /// Users whose entitlement rows the server keeps between reads (`EntitlementRowCache`); 0 keeps none.
-        /// Read by whoever makes the server's `ChangeFeed`, which holds the cache.
+        /// The server's `ChangeFeed` holds the cache: make it with `makeEntitlementCache()`.
         public var entitlementCacheUsers: Int
+
+        /// The cache `entitlementCacheUsers` asks for, nil for none.
+        public func makeEntitlementCache() -> EntitlementRowCache? {
+            entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: entitlementCacheUsers) : nil
+        }
 
         public init(
             host: String = "127.0.0.1", port: Int = 8080, api: LedgerAPI.Configuration = .init(),

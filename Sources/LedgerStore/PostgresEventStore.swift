@@ -223,11 +223,11 @@ public struct PostgresEventStore: EventStore {
         guard !streams.isEmpty else { return [:] }
         let events = try await Self.decode(client.query(
             """
-            SELECT \(unescaped: Self.columns.split(separator: ",").map { "e." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }.joined(separator: ", "))
-            FROM unnest(\(streams.map(\.stream.rawValue))::text[], \(streams.map(\.afterVersion))::bigint[]) AS wanted(stream_id, after_version)
-            JOIN ledger.events e ON e.stream_id = wanted.stream_id AND e.stream_version > wanted.after_version
-            WHERE e."position" <= \(position)
-            ORDER BY e.stream_id, e.stream_version
+            SELECT \(unescaped: Self.columns)
+            FROM unnest(\(streams.map(\.stream.rawValue))::text[], \(streams.map(\.afterVersion))::bigint[]) AS wanted(wanted_stream, after_version)
+            JOIN ledger.events ON stream_id = wanted_stream AND stream_version > after_version
+            WHERE "position" <= \(position)
+            ORDER BY stream_id, stream_version
             """,
             logger: logger
         ))

@@ -187,8 +187,8 @@ struct Serve: AsyncParsableCommand {
         let appStoreClient = AppStoreReceiptVerifier.makeHTTPClient()
         let verifier = AppStoreReceiptVerifier(configuration: appStore, httpClient: appStoreClient)
         let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
-        let cache = configuration.entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: configuration.entitlementCacheUsers) : nil
-        let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: cache, logger: logger)
+        let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: configuration.makeEntitlementCache(),
+                                 logger: logger)
         let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets, monitor: monitor,
                                   changes: changes, logger: logger)
         // Several servers may share the database (behind a load balancer): one at a time runs the

@@ -219,7 +219,8 @@ struct APIHarness: Sendable {
                 var configuration = serverConfiguration
                 configuration.api.readWaitTimeout = readWait
                 // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
-                let changes = ChangeFeed(configuration: try settings.connectionConfiguration, logger: logger)
+                let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: configuration.makeEntitlementCache(),
+                                         logger: logger)
                 let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets,
                                           changes: changes, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
