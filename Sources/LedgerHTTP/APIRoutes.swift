@@ -6,13 +6,16 @@ public struct APIRoute: Hashable, Sendable, CustomStringConvertible {
     public let method: HTTPRequest.Method
     /// The path in OpenAPI form, e.g. `/v1/apps/{bundleId}/products`.
     public let path: String
-    /// nil: no key needed.
+    /// nil: no scope needed (and no key at all, unless `anyKey`).
     public let scope: APIScope?
+    /// A valid key of any scope is needed (the route describes the key itself).
+    public let anyKey: Bool
 
-    public init(_ method: HTTPRequest.Method, _ path: String, _ scope: APIScope?) {
+    public init(_ method: HTTPRequest.Method, _ path: String, _ scope: APIScope?, anyKey: Bool = false) {
         self.method = method
         self.path = path
         self.scope = scope
+        self.anyKey = anyKey
     }
 
     /// The path in Hummingbird's form, e.g. `/v1/apps/:bundleId/products`.
@@ -43,8 +46,10 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/balances", .read),
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/subscriptions", .read),
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/history", .read),
+        APIRoute(.get, "/v1/key", nil, anyKey: true),
         APIRoute(.get, "/v1/audit/events", .finance),
         APIRoute(.get, "/v1/audit/summary", .finance),
         APIRoute(.get, "/v1/audit/unclassified", .finance),
+        APIRoute(.get, "/v1/audit/restores", .finance),
     ]
 }

@@ -94,14 +94,85 @@ extension LedgerAPI {
         return try APIJSON.response(Answer(products: products))
     }
 
+    /// `GET /v1/audit/restores`: non-renewing periods the ledger restored to users' devices, by
+    /// when it recorded them; JSON pages with `nextCursor`, or CSV with `Accept: text/csv` (one
+    /// page of up to `limit` rows, the whole list when neither `cursor` nor `limit` is given).
+    func auditRestores(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let key = try await access.authorize(request, &context, scope: .finance)
+        try await waitForAuditTrail(request, also: [.deviceDeliveries])
+        let filter = try Self.auditFilter(request)
+        for field in ["type", "currency", "priced"] where request.uri.queryParameters.get(field) != nil {
+            throw APIError.invalidRequest("\(field) does not apply to restores: a restore moves no money; leave it out", field: field)
+        }
+        let audit = AuditQueries(client: client, logger: context.logger)
+        let cursor = try request.uri.queryParameters.get("cursor").map { text throws(AuditQueryError) in
+            try AuditRestoreCursor(parsing: text, app: key.app)
+        }
+        let limit = try Self.integerQuery("limit", request, range: 1...Int64(AuditQueries.maximumPageSize))
+        if request.headers[.accept]?.contains("text/csv") == true {
+            var text = AuditCSV.restoreHeader
+            var next = cursor
+            var headers = Self.csvHeaders(filename: "audit-restores-\(key.app).csv")
+            repeat {
+                let page = try await audit.restores(app: key.app, filter: filter, after: next,
+                                                    limit: Int(limit ?? Int64(AuditQueries.maximumPageSize)))
+                text += page.rows.map(AuditCSV.line).joined()
+                next = page.nextCursor
+            } while next != nil && cursor == nil && limit == nil
+            if let next { headers[.nextCursor] = next.text }
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
+        let page = try await audit.restores(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
+        struct Answer: Encodable {
+            let restores: [AuditRestore]
+            let nextCursor: String?
+
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(restores, forKey: .restores)
+                try container.encode(nextCursor, forKey: .nextCursor)
+            }
+
+            enum CodingKeys: String, CodingKey { case restores, nextCursor }
+        }
+        return try APIJSON.response(Answer(restores: page.rows, nextCursor: page.nextCursor?.text))
+    }
+
+    /// `GET /v1/key`: the caller's own key, whatever its scopes: its app, scopes and name, so a
+    /// client (the finance page) can say which app it is looking at and what it may do.
+    func keyInfo(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        var context = context
+        let key = try await access.identify(request, &context)
+        struct Answer: Encodable {
+            let keyId: String
+            let app: String
+            let scopes: [String]
+            let name: String?
+
+            /// `name` is written as null when the key has none, so every answer has the same keys.
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.container(keyedBy: CodingKeys.self)
+                try container.encode(keyId, forKey: .keyId)
+                try container.encode(app, forKey: .app)
+                try container.encode(scopes, forKey: .scopes)
+                try container.encode(name, forKey: .name)
+            }
+
+            enum CodingKeys: String, CodingKey { case keyId, app, scopes, name }
+        }
+        return try APIJSON.response(Answer(keyId: key.keyId, app: key.app, scopes: key.scopes.map(\.rawValue).sorted(), name: key.name))
+    }
+
     /// With `minPosition`, waits (bounded) until the audit trail reflects the log up to it, as the user reads do.
     /// Either way, 503 `projections_behind` when the audit trail has no live version (building or failed).
-    func waitForAuditTrail(_ request: Request) async throws {
+    func waitForAuditTrail(_ request: Request, also others: [ProjectionName] = []) async throws {
+        let projections = [.auditTrail] + others
         guard let minimum = try Self.integerQuery("minPosition", request, range: 0...Int64.max) else {
-            _ = try await reads.checkpoint(of: [.auditTrail])
+            _ = try await reads.checkpoint(of: projections)
             return
         }
-        _ = try await reads.waitForProjections([.auditTrail], toReach: minimum, timeout: configuration.readWaitTimeout)
+        _ = try await reads.waitForProjections(projections, toReach: minimum, timeout: configuration.readWaitTimeout)
     }
 
     static func auditFilter(_ request: Request) throws -> AuditFilter {
@@ -114,6 +185,13 @@ extension LedgerAPI {
             ?? .production
         if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
         if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
+        filter.currency = query.get("currency")
+        switch query.get("priced") {
+        case nil: break
+        case "true": filter.priced = true
+        case "false": filter.priced = false
+        case let text?: throw APIError.invalidRequest("priced '\(text)' is not true or false", field: "priced")
+        }
         try filter.validate()
         return filter
     }

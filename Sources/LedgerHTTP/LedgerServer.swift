@@ -83,6 +83,7 @@ public struct LedgerServer: Sendable {
         if let monitor { router.middlewares.add(DatabaseGateMiddleware(monitor: monitor)) }
         HealthController(client: client, thresholds: configuration.health, monitor: monitor, logger: logger).addRoutes(to: router)
         OpenAPIController().addRoutes(to: router)
+        FinancePageController().addRoutes(to: router)
         MetricsController(registry: registry).addRoutes(to: router)
         LedgerAPI(client: client, verifier: verifier, configuration: configuration.api, secrets: secrets, changes: changes, logger: logger)
             .addRoutes(to: router)

@@ -83,6 +83,7 @@ struct DemoStoriesService: Service {
         }
         Output.line("  curl -s -H 'Authorization: Bearer \(key)' -H 'Accept: text/csv' '\(base)/v1/audit/events?environment=sandbox'")
         Output.line("  curl -s -H 'Authorization: Bearer \(key)' \(base)/v1/apps/\(bundleId)/users/bob/history")
+        Output.line("  \(base)/finance            # in a browser: sign in with the key above, then choose Sandbox")
         Output.line("  ledger projections status")
         Output.line("  ledger audit export --app \(bundleId) --environment sandbox")
         Output.line("  ledger audit summary --app \(bundleId) --environment sandbox")

@@ -32,6 +32,20 @@ import Testing
                 let method = HTTPMethod(rawValue: route.method.rawValue)
                 let path = Self.concretePath(route, app: APIHarness.app)
                 guard let scope = route.scope else {
+                    if route.anyKey {
+                        for (label, key) in [("no key", nil), ("garbage", "lk_nope"), ("revoked", revoked.token)] as [(String, String?)] {
+                            let answer = try await api.send(method, path, key: key)
+                            #expect(answer.status == 401 && answer.errorCode == "unauthorized", "\(route) with \(label): \(answer.status) \(answer.text)")
+                        }
+                        for scope in APIScope.allCases {
+                            let answer = try await api.send(method, path, key: api.keys[scope.rawValue])
+                            #expect(answer.status == 200 && answer.json["scopes"] as? [String] == [scope.rawValue], "\(route) with a \(scope) key: \(answer.text)")
+                            #expect(answer.json["app"] as? String == APIHarness.app)
+                        }
+                        let foreign = try await api.send(method, path, key: otherAppKey)
+                        #expect(foreign.json["app"] as? String == "com.other.app", "a key describes its own app only: \(foreign.text)")
+                        continue
+                    }
                     let open = try await api.send(method, path, key: nil)
                     #expect(open.status == 200, "\(route) without a key: \(open.status)")
                     continue

@@ -82,4 +82,72 @@ import Testing
             #expect(wrong.status == 400 && wrong.errorCode == "invalid_request")
         }
     }
+
+    /// The restores route lists the non-renewing periods the ledger delivered to new devices,
+    /// pages them, exports them as CSV, and refuses filters that cannot apply to them; `currency`
+    /// and `priced` narrow the events and the totals alike; `GET /v1/key` names the key's app.
+    @Test func restoresOfNonRenewingPeriodsAndTheCurrencyAndPriceFilters() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("season.pass", type: "non_renewing", duration: "P1M")
+            try await api.defineProduct("coins.100", type: "consumable", prices: [:])
+            let finance = api.keys["finance"]
+            var position = 0
+            for user in ["dana", "eli"] {
+                for _ in 0..<2 {
+                    let pass = try await api.buy(user, "season.pass")
+                    #expect(try await api.ingest(user, device: "phone", receipt: pass.receipt, price: "9.99", currency: "EUR").status == 200)
+                }
+                let restored = try await api.send(.POST, "/v1/apps/\(APIHarness.app)/users/\(user)/devices/=tablet/restore", key: api.allKey)
+                #expect(restored.status == 200, "\(restored.text)")
+                position = restored.json["position"] as? Int ?? 0
+            }
+            let coins = try await api.buy("dana", "coins.100")
+            let unpriced = try await api.ingest("dana", device: "phone", receipt: coins.receipt)
+            position = max(position, unpriced.json["position"] as? Int ?? 0)
+
+            let all = try await api.send(.GET, "/v1/audit/restores?environment=sandbox&minPosition=\(position)", key: finance)
+            let restores = all.json["restores"] as? [[String: Any]] ?? []
+            #expect(restores.count == 4, "two periods each to two users' tablets: \(all.text)")
+            #expect(Set(restores.compactMap { $0["userId"] as? String }) == ["dana", "eli"])
+            #expect(restores.allSatisfy { $0["deviceId"] as? String == "=tablet" && $0["productId"] as? String == "season.pass" && $0["environment"] as? String == "sandbox" })
+            #expect((try await api.send(.GET, "/v1/audit/restores", key: finance).json["restores"] as? [Any])?.isEmpty == true, "production unless asked")
+
+            // Pages of one, in order, end to end; the cursor is bound to the app.
+            var paged: [Int] = []
+            var cursor: String?
+            repeat {
+                let page = try await api.send(.GET, "/v1/audit/restores?environment=sandbox&limit=1" + (cursor.map { "&cursor=\($0)" } ?? ""), key: finance)
+                paged += (page.json["restores"] as? [[String: Any]] ?? []).compactMap { $0["position"] as? Int }
+                cursor = page.json["nextCursor"] as? String
+            } while cursor != nil
+            #expect(paged == restores.compactMap { $0["position"] as? Int })
+            let eli = try await api.send(.GET, "/v1/audit/restores?environment=sandbox&userId=eli", key: finance)
+            #expect((eli.json["restores"] as? [[String: Any]])?.count == 2)
+
+            let csv = try await api.send(.GET, "/v1/audit/restores?environment=sandbox", key: finance, headers: [("Accept", "text/csv")])
+            let lines = csv.text.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+            #expect(lines.first == "position,restored_at,environment,user_id,device_id,transaction_id,product_id")
+            #expect(lines.count == 5 && lines.dropFirst().allSatisfy { $0.contains(",'=tablet,") }, "a device id starting with = is quoted against formulas: \(csv.text)")
+
+            for bad in ["type=purchase", "currency=EUR", "priced=true", "cursor=nonsense", "limit=0"] {
+                let refused = try await api.send(.GET, "/v1/audit/restores?\(bad)", key: finance)
+                #expect(refused.status == 400 && refused.errorMessage?.isEmpty == false, "\(bad): \(refused.status) \(refused.text)")
+            }
+
+            // currency and priced select the same rows for events and totals.
+            let euros = try await api.send(.GET, "/v1/audit/events?environment=sandbox&currency=EUR", key: finance).json["events"] as? [[String: Any]] ?? []
+            #expect(euros.count == 4 && euros.allSatisfy { $0["currency"] as? String == "EUR" })
+            let unpricedRows = try await api.send(.GET, "/v1/audit/events?environment=sandbox&priced=false", key: finance).json["events"] as? [[String: Any]] ?? []
+            #expect(unpricedRows.map { $0["productId"] as? String } == ["coins.100"] && unpricedRows.first?["price"] is NSNull)
+            let totals = try await api.send(.GET, "/v1/audit/summary?environment=sandbox&currency=EUR", key: finance).json["rows"] as? [[String: Any]] ?? []
+            #expect(totals.count == 1 && totals.first?["gross"] as? String == "39.96", "\(totals)")
+            for bad in ["currency=eur", "currency=EURO", "priced=maybe"] {
+                let refused = try await api.send(.GET, "/v1/audit/events?\(bad)", key: finance)
+                #expect(refused.status == 400 && refused.errorMessage?.contains(bad.split(separator: "=")[1]) == true, "\(bad): \(refused.text)")
+            }
+
+            let me = try await api.send(.GET, "/v1/key", key: finance)
+            #expect(me.json["app"] as? String == APIHarness.app && me.json["scopes"] as? [String] == ["finance"], "\(me.text)")
+        }
+    }
 }

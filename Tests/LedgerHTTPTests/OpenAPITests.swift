@@ -66,6 +66,10 @@ struct OpenAPITests {
                 #expect(operation["x-scope"] as? String == scope.rawValue, "\(route) x-scope")
                 #expect(security?.first?["bearerAuth"] == [scope.rawValue], "\(route) security")
                 #expect((operation["description"] as? String ?? "").contains("`\(scope.rawValue)`"), "\(route) description names the scope")
+            } else if route.anyKey {
+                #expect(operation["x-scope"] == nil)
+                #expect(responses["401"] != nil, "\(route) does not document 401")
+                #expect(security?.first?["bearerAuth"] == [], "\(route) takes a key of any scope")
             } else {
                 #expect(operation["x-scope"] == nil)
                 #expect(security?.isEmpty == true, "\(route) needs no key")

@@ -36,7 +36,11 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         encoder.outputFormatting = [.sortedKeys]
         // Encoding a struct of strings and integers cannot fail.
         let data = (try? encoder.encode(Payload(v: 1, a: app, p: position, e: event))) ?? Data()
-        return data.base64EncodedString()
+        return Self.base64URLEncode(data)
+    }
+
+    static func base64URLEncode(_ data: Data) -> String {
+        data.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
@@ -51,7 +55,7 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         let e: AuditEventKind
     }
 
-    private static func base64URLDecode(_ text: String) -> Data? {
+    static func base64URLDecode(_ text: String) -> Data? {
         guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)

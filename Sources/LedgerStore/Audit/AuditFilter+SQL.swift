@@ -15,6 +15,8 @@ extension PostgresQuery.StringInterpolation {
         }
         appendCondition("product_id = ", filter.productId)
         appendCondition("user_id = ", filter.userId)
+        appendCondition("currency = ", filter.currency)
+        if let priced = filter.priced { appendLiteral(priced ? " AND price IS NOT NULL" : " AND price IS NULL") }
         appendCondition("environment = ", filter.environment.only?.rawValue)
     }
 

@@ -11,18 +11,24 @@ public struct AuditFilter: Sendable, Hashable {
     public var events: [AuditEventKind]
     public var productId: String?
     public var userId: String?
+    /// ISO 4217 code such as `USD`: rows priced in it (unpriced rows carry no currency).
+    public var currency: String?
+    /// true: rows with a price only; false: unpriced rows only (they are in no amount).
+    public var priced: Bool?
     /// Production unless asked: sandbox money is never revenue, so it is never mixed in unasked.
     public var environment: AuditEnvironment
 
     public init(
         from: Date? = nil, to: Date? = nil, events: [AuditEventKind] = [], productId: String? = nil,
-        userId: String? = nil, environment: AuditEnvironment = .production
+        userId: String? = nil, currency: String? = nil, priced: Bool? = nil, environment: AuditEnvironment = .production
     ) {
         self.from = from
         self.to = to
         self.events = events
         self.productId = productId
         self.userId = userId
+        self.currency = currency
+        self.priced = priced
         self.environment = environment
     }
 
@@ -36,6 +42,9 @@ public struct AuditFilter: Sendable, Hashable {
         }
         if productId?.isEmpty == true { throw .invalidFilter(field: "productId", "productId is empty: give a product id or leave it out") }
         if userId?.isEmpty == true { throw .invalidFilter(field: "userId", "userId is empty: give a user id or leave it out") }
+        if let currency, currency.utf8.count != 3 || !currency.utf8.allSatisfy({ (65...90).contains($0) }) {
+            throw .invalidFilter(field: "currency", "currency '\(currency)' is not an ISO 4217 code such as USD or EUR (three capital letters)")
+        }
     }
 
     /// An environment from its name: `production`, `sandbox` or `all`.

@@ -186,7 +186,7 @@ public struct AuditQueries: Sendable {
 
     /// Runs a read; a view without this version's columns (the new version still building, or no
     /// projection runner yet) is `notReady` rather than SQL.
-    private func read(_ body: () async throws -> Void) async throws {
+    func read(_ body: () async throws -> Void) async throws {
         do {
             try await body()
         } catch let error as PSQLError {

@@ -1,0 +1,666 @@
+// The finance page: reads the ledger's documented audit routes with a finance key and draws them.
+// Plain SVG, no library: every number shown comes from /v1/audit/summary, /v1/audit/events,
+// /v1/audit/restores or /v1/audit/unclassified, and every drawn point opens the rows behind it.
+'use strict';
+
+(() => {
+  const KEY = 'ledger.financeKey';
+  const SVG = 'http://www.w3.org/2000/svg';
+  const TYPES = ['purchase', 'renewal', 'refund'];
+  const PAGE_SIZE = 100;
+  const $ = (id) => document.getElementById(id);
+
+  // ---------- the API ----------
+
+  class APIFailure extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  function queryString(params) {
+    const query = new URLSearchParams();
+    for (const [name, value] of Object.entries(params || {})) {
+      if (value !== undefined && value !== null && value !== '') query.set(name, value);
+    }
+    const text = query.toString();
+    return text ? '?' + text : '';
+  }
+
+  async function request(path, params, accept) {
+    const key = sessionStorage.getItem(KEY);
+    let response;
+    try {
+      response = await fetch(path + queryString(params), {
+        headers: { Authorization: 'Bearer ' + key, Accept: accept || 'application/json' },
+        cache: 'no-store', credentials: 'omit',
+      });
+    } catch (error) {
+      throw new APIFailure(0, 'unreachable', 'the ledger did not answer (' + error.message + '); is `ledger serve` running?');
+    }
+    if (!response.ok) {
+      let code = 'http_' + response.status;
+      let message = response.status + ' ' + response.statusText;
+      try {
+        const body = await response.json();
+        if (body && body.error) { code = body.error.code; message = body.error.message; }
+      } catch (_) { /* not JSON: keep the status line */ }
+      throw new APIFailure(response.status, code, message);
+    }
+    return response;
+  }
+
+  async function getJSON(path, params) {
+    return (await request(path, params)).json();
+  }
+
+  /// Every page of a paged route, following nextCursor.
+  async function allPages(path, params, field) {
+    const rows = [];
+    let cursor;
+    do {
+      const page = await getJSON(path, Object.assign({}, params, { limit: 10000, cursor }));
+      rows.push(...page[field]);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return rows;
+  }
+
+  // ---------- money as exact decimals (never floats) ----------
+
+  function decimal(text) {
+    let value = String(text || '0');
+    const negative = value.startsWith('-');
+    if (negative) value = value.slice(1);
+    const [whole, fraction = ''] = value.split('.');
+    return { units: BigInt((negative ? '-' : '') + ((whole || '0') + fraction)), scale: fraction.length };
+  }
+
+  function addDecimals(a, b) {
+    const scale = Math.max(a.scale, b.scale);
+    const lift = (d) => d.units * 10n ** BigInt(scale - d.scale);
+    return { units: lift(a) + lift(b), scale };
+  }
+
+  /// Decimal text with at least two fraction digits and no needless trailing zeros beyond them.
+  function decimalText(d) {
+    const negative = d.units < 0n;
+    let digits = (negative ? -d.units : d.units).toString().padStart(d.scale + 1, '0');
+    let whole = d.scale ? digits.slice(0, -d.scale) : digits;
+    let fraction = d.scale ? digits.slice(-d.scale) : '';
+    while (fraction.length > 2 && fraction.endsWith('0')) fraction = fraction.slice(0, -1);
+    while (fraction.length < 2) fraction += '0';
+    return (negative ? '-' : '') + whole + '.' + fraction;
+  }
+
+  const decimalNumber = (d) => Number(d.units) / 10 ** d.scale;
+  const ZERO = { units: 0n, scale: 0 };
+
+  // ---------- time buckets (UTC) ----------
+
+  const DAY = 86400000;
+  const dayStart = (day) => Date.parse(day + 'T00:00:00Z');
+  const isoDay = (ms) => new Date(ms).toISOString().slice(0, 10);
+  const iso = (ms) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+  function bucketOf(day, interval) {
+    if (interval === 'month') return day.slice(0, 7);
+    if (interval === 'week') {
+      const ms = dayStart(day);
+      const weekday = (new Date(ms).getUTCDay() + 6) % 7; // Monday 0
+      return isoDay(ms - weekday * DAY);
+    }
+    return day;
+  }
+
+  function bucketRange(bucket, interval) {
+    if (interval === 'month') {
+      const [year, month] = bucket.split('-').map(Number);
+      return [Date.UTC(year, month - 1, 1), Date.UTC(year, month, 1)];
+    }
+    const start = dayStart(bucket);
+    return [start, start + (interval === 'week' ? 7 : 1) * DAY];
+  }
+
+  function nextBucket(bucket, interval) {
+    return bucketOf(isoDay(bucketRange(bucket, interval)[1]), interval);
+  }
+
+  const bucketLabel = (bucket, interval) => (interval === 'week' ? 'week of ' + bucket : bucket);
+
+  /// Every bucket from the first to the last, gaps included, so a chart's x axis is time.
+  function bucketSpan(firstDay, lastDay, interval) {
+    const buckets = [];
+    let bucket = bucketOf(firstDay, interval);
+    const last = bucketOf(lastDay, interval);
+    while (bucket <= last && buckets.length < 1000) {
+      buckets.push(bucket);
+      bucket = nextBucket(bucket, interval);
+    }
+    return buckets;
+  }
+
+  /// A bucket's [start, end) cut to the filter's period, as the audit routes' from and to.
+  function bucketQuery(bucket, filters) {
+    let [start, end] = bucketRange(bucket, filters.interval);
+    if (filters.from) start = Math.max(start, Date.parse(filters.from));
+    if (filters.to) end = Math.min(end, Date.parse(filters.to));
+    return { from: iso(start), to: iso(end) };
+  }
+
+  // ---------- filters ----------
+
+  function readFilters() {
+    const form = $('filters');
+    const from = form.elements.from.value;
+    const to = form.elements.to.value;
+    const types = TYPES.filter((type) => form.querySelector('input[name=type][value=' + type + ']').checked);
+    return {
+      from: from ? from + 'T00:00:00Z' : undefined,
+      to: to ? to + 'T00:00:00Z' : undefined,
+      productId: form.elements.productId.value || undefined,
+      types,
+      environment: form.elements.environment.value,
+      interval: form.elements.interval.value,
+    };
+  }
+
+  /// The audit routes' filter for these choices (type left out when every type is chosen).
+  function baseQuery(filters, types) {
+    const chosen = types || filters.types;
+    return {
+      from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment,
+      type: chosen.length === TYPES.length ? undefined : chosen.join(','),
+    };
+  }
+
+  /// Buckets covering the filter's period, or the data's days when the period is open.
+  function bucketsFor(filters, days) {
+    const known = days.filter(Boolean).sort();
+    const first = filters.from ? filters.from.slice(0, 10) : known[0];
+    const last = filters.to ? isoDay(Date.parse(filters.to) - 1) : known[known.length - 1];
+    if (!first || !last || first > last) return [];
+    return bucketSpan(first, last, filters.interval);
+  }
+
+  // ---------- drawing ----------
+
+  function element(name, attributes, children) {
+    const node = document.createElement(name);
+    for (const [key, value] of Object.entries(attributes || {})) {
+      if (key === 'text') node.textContent = value;
+      else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+      else if (value !== undefined && value !== null) node.setAttribute(key, value);
+    }
+    for (const child of children || []) if (child) node.append(child);
+    return node;
+  }
+
+  function svgElement(name, attributes) {
+    const node = document.createElementNS(SVG, name);
+    for (const [key, value] of Object.entries(attributes || {})) node.setAttribute(key, value);
+    return node;
+  }
+
+  function niceStep(range) {
+    const raw = range / 4;
+    const power = 10 ** Math.floor(Math.log10(raw || 1));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * power).find((s) => s >= raw);
+    return step || power * 10;
+  }
+
+  /// A grouped bar chart. Each series: {name, values (numbers), texts (what to say), drill(i)}.
+  /// Bars are links: Enter or a click opens the audit rows behind the number.
+  function barChart(title, labels, series) {
+    const width = 800, height = 260, left = 64, right = 8, top = 12, bottom = 42;
+    const values = series.flatMap((s) => s.values);
+    const step = niceStep(Math.max(...values, 0) - Math.min(...values, 0));
+    const max = Math.max(step, Math.ceil(Math.max(...values, 0) / step) * step);
+    const min = Math.min(0, Math.floor(Math.min(...values, 0) / step) * step);
+    const y = (v) => top + ((max - v) / (max - min)) * (height - top - bottom);
+    const svg = svgElement('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': title + ' (numbers in the table below)' });
+    const titleNode = svgElement('title');
+    titleNode.textContent = title;
+    svg.append(titleNode);
+    for (let tick = min; tick <= max + step / 2; tick += step) {
+      svg.append(svgElement('line', { x1: left, x2: width - right, y1: y(tick), y2: y(tick), class: 'axis' }));
+      const text = svgElement('text', { x: left - 6, y: y(tick) + 4, 'text-anchor': 'end', class: 'tick' });
+      text.textContent = Number(tick.toFixed(6)).toLocaleString('en-US');
+      svg.append(text);
+    }
+    const group = (width - left - right) / Math.max(labels.length, 1);
+    const bar = Math.max(1, Math.min(28, (group * 0.8) / series.length));
+    const every = Math.ceil(labels.length / 10);
+    labels.forEach((label, i) => {
+      const x0 = left + i * group + (group - bar * series.length) / 2;
+      series.forEach((s, j) => {
+        const value = s.values[i];
+        if (!value) return;
+        const link = svgElement('a', { href: '#drill', 'aria-label': `${s.name}, ${label}: ${s.texts[i]}`, 'data-series': s.name, 'data-bucket': label });
+        const tooltip = svgElement('title');
+        tooltip.textContent = `${s.name}, ${label}: ${s.texts[i]}`;
+        link.append(tooltip);
+        link.append(svgElement('rect', {
+          x: x0 + j * bar, y: Math.min(y(value), y(0)), width: Math.max(bar - 1, 1),
+          height: Math.max(Math.abs(y(value) - y(0)), 1), class: 's' + (s.color ?? j),
+        }));
+        link.addEventListener('click', (event) => { event.preventDefault(); openDrill(s.drill(i)); });
+        svg.append(link);
+      });
+      if (i % every === 0) {
+        const text = svgElement('text', { x: left + i * group + group / 2, y: height - bottom + 16, 'text-anchor': 'middle', class: 'label' });
+        text.textContent = label;
+        svg.append(text);
+      }
+    });
+    const legend = element('ul', { class: 'legend' }, series.map((s, j) =>
+      element('li', {}, [element('span', { class: 'swatch s' + (s.color ?? j), 'aria-hidden': 'true' }), document.createTextNode(s.name)])));
+    return element('div', { class: 'chart' }, [svg, legend]);
+  }
+
+  /// The numbers of a chart as a table; each number opens its rows; the CSV is the rows behind the whole table.
+  function numbersTable(caption, labels, series, download) {
+    const head = element('tr', {}, [element('th', { scope: 'col', text: 'Interval' }),
+      ...series.map((s) => element('th', { scope: 'col', class: 'number', text: s.name }))]);
+    const body = labels.map((label, i) => element('tr', { 'data-bucket': label }, [
+      element('th', { scope: 'row', text: label }),
+      ...series.map((s) => element('td', { class: 'number', 'data-series': s.name }, [
+        s.values[i] ? element('button', { type: 'button', class: 'cell', text: s.texts[i], 'aria-label': `${s.name}, ${label}: ${s.texts[i]}, show the rows`, onclick: () => openDrill(s.drill(i)) })
+          : document.createTextNode(s.texts[i]),
+      ])),
+    ]));
+    const table = element('table', {}, [element('caption', { class: 'hint', text: caption }), element('thead', {}, [head]), element('tbody', {}, body)]);
+    return element('details', { class: 'numbers' }, [
+      element('summary', { text: 'Numbers: ' + caption }),
+      element('div', { class: 'table-wrap' }, [table]),
+      element('button', { type: 'button', class: 'download', text: 'Download the rows behind this table (CSV)', onclick: () => downloadCSV(download) }),
+    ]);
+  }
+
+  function empty(text) {
+    return element('p', { class: 'empty', text });
+  }
+
+  // ---------- the charts ----------
+
+  function environmentWords(environment) {
+    return environment === 'sandbox' ? 'sandbox (test money, not revenue)' : environment;
+  }
+
+  /// Gross, refunds and net per interval, one chart per currency (and environment when both are read).
+  function drawMoney(filters, rows) {
+    const box = $('money');
+    box.replaceChildren();
+    const groups = new Map();
+    for (const row of rows) {
+      if (!row.currency) continue; // unpriced rows: in the warnings, in no amount
+      const key = row.currency + (row.environment ? ' · ' + row.environment : '');
+      if (!groups.has(key)) groups.set(key, { currency: row.currency, environment: row.environment, rows: [] });
+      groups.get(key).rows.push(row);
+    }
+    if (groups.size === 0) {
+      box.append(empty(emptyText(filters, 'priced money events')));
+      return;
+    }
+    const buckets = bucketsFor(filters, rows.map((row) => row.day));
+    const takenTypes = filters.types.filter((t) => t !== 'refund');
+    for (const [key, group] of [...groups.entries()].sort()) {
+      const totals = buckets.map(() => ({ gross: ZERO, refunds: ZERO, net: ZERO }));
+      for (const row of group.rows) {
+        const index = buckets.indexOf(bucketOf(row.day, filters.interval));
+        if (index < 0) continue;
+        const t = totals[index];
+        t.gross = addDecimals(t.gross, decimal(row.gross));
+        t.refunds = addDecimals(t.refunds, decimal(row.refundedAmount));
+        t.net = addDecimals(t.net, decimal(row.net));
+      }
+      const scope = { currency: group.currency, environment: group.environment || filters.environment };
+      const drill = (types, what) => (i) => ({
+        title: `${what}, ${group.currency}, ${bucketLabel(buckets[i], filters.interval)}`,
+        route: 'events', params: Object.assign(baseQuery(filters, types), bucketQuery(buckets[i], filters), scope),
+      });
+      const series = [];
+      const measure = (name, field, types, color) => series.push({
+        name, color, values: totals.map((t) => decimalNumber(t[field])), texts: totals.map((t) => decimalText(t[field])), drill: drill(types, name),
+      });
+      if (takenTypes.length) measure('Gross', 'gross', takenTypes, 0);
+      if (filters.types.includes('refund')) measure('Refunds', 'refunds', ['refund'], 1);
+      measure('Net', 'net', filters.types, 2);
+      const labels = buckets.map((b) => bucketLabel(b, filters.interval));
+      const title = `${group.currency}${group.environment ? ' (' + environmentWords(group.environment) + ')' : ''}: gross, refunds and net per ${filters.interval}`;
+      box.append(element('section', { class: 'currency', 'data-currency': group.currency, 'data-environment': group.environment || filters.environment }, [
+        element('h3', { text: key }),
+        barChart(title, labels, series),
+        numbersTable(title, labels, series, { route: 'events', params: Object.assign(baseQuery(filters), scope) }),
+      ]));
+    }
+  }
+
+  /// How many purchases, renewals and refunds per interval, all currencies together (counts, not money).
+  function drawCounts(filters, byType) {
+    const box = $('counts');
+    box.replaceChildren();
+    const days = Object.values(byType).flat().map((row) => row.day);
+    const buckets = bucketsFor(filters, days);
+    if (buckets.length === 0 || days.length === 0) {
+      box.append(empty(emptyText(filters, 'purchases, renewals or refunds')));
+      return;
+    }
+    const names = { purchase: 'Purchases', renewal: 'Renewals', refund: 'Refunds' };
+    const colors = { purchase: 0, renewal: 3, refund: 1 };
+    const series = filters.types.map((type) => {
+      const counts = buckets.map(() => 0);
+      for (const row of byType[type] || []) {
+        const index = buckets.indexOf(bucketOf(row.day, filters.interval));
+        if (index >= 0) counts[index] += type === 'refund' ? row.refunds : row.purchases;
+      }
+      return {
+        name: names[type], color: colors[type], values: counts, texts: counts.map(String),
+        drill: (i) => ({ title: `${names[type]}, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
+          params: Object.assign(baseQuery(filters, [type]), bucketQuery(buckets[i], filters)) }),
+      };
+    });
+    const labels = buckets.map((b) => bucketLabel(b, filters.interval));
+    const title = `Purchases, renewals and refunds per ${filters.interval} (counts of rows, every currency)`;
+    box.append(barChart(title, labels, series), numbersTable(title, labels, series, { route: 'events', params: baseQuery(filters) }));
+  }
+
+  /// Subscriptions with a paid, unrefunded period in each interval, by product.
+  function drawSubscriptions(filters, rows) {
+    const box = $('subscriptions');
+    box.replaceChildren();
+    const periods = rows.filter((row) => row.productType === 'auto_renewable' && !row.revoked && row.expiresDate);
+    if (periods.length === 0) {
+      box.append(empty(emptyText(filters, 'auto-renewable subscription periods')));
+      return;
+    }
+    const today = isoDay(Date.now());
+    const lastExpiry = periods.map((p) => p.expiresDate.slice(0, 10)).sort().pop();
+    const days = [...periods.map((p) => p.purchaseDate.slice(0, 10)), lastExpiry < today ? lastExpiry : today];
+    const buckets = bucketsFor(filters, days);
+    const products = [...new Set(periods.map((p) => p.productId))].sort();
+    const series = products.map((product, j) => {
+      const counts = buckets.map((bucket) => {
+        const range = bucketQuery(bucket, filters);
+        const start = Date.parse(range.from), end = Date.parse(range.to);
+        const active = new Set();
+        for (const p of periods) {
+          if (p.productId === product && Date.parse(p.purchaseDate) < end && Date.parse(p.expiresDate) > start) active.add(p.originalTransactionId);
+        }
+        return active.size;
+      });
+      return {
+        name: product, color: j % 6, values: counts, texts: counts.map(String),
+        drill: (i) => {
+          const range = bucketQuery(buckets[i], filters);
+          return {
+            title: `Active ${product}, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
+            params: { productId: product, type: 'purchase,renewal', to: range.to, environment: filters.environment },
+            note: `The ${counts[i]} subscriptions counted are the original transactions of the rows marked “active”: a period [purchase date, expires date) that overlaps ${range.from} – ${range.to} and was not refunded.`,
+            mark: (row) => row.productType === 'auto_renewable' && !row.revoked && row.expiresDate
+              && Date.parse(row.purchaseDate) < Date.parse(range.to) && Date.parse(row.expiresDate) > Date.parse(range.from),
+          };
+        },
+      };
+    });
+    const labels = buckets.map((b) => bucketLabel(b, filters.interval));
+    const title = `Active auto-renewable subscriptions per ${filters.interval}, by product`;
+    box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
+      route: 'events', params: { productId: filters.productId, type: 'purchase,renewal', to: filters.to, environment: filters.environment },
+    }));
+  }
+
+  /// Non-renewing periods sold, and the ledger's restores of them to new devices, per interval and product.
+  function drawNonRenewing(filters, rows, restores) {
+    const box = $('nonrenewing');
+    box.replaceChildren();
+    const sold = rows.filter((row) => row.productType === 'non_renewing' && row.event === 'purchase'
+      && (!filters.from || row.occurredAt >= filters.from));
+    const restored = restores.filter((row) => row.restoredAt);
+    if (sold.length === 0 && restored.length === 0) {
+      box.append(empty(emptyText(filters, 'non-renewing subscription periods sold or restored')));
+      return;
+    }
+    const buckets = bucketsFor(filters, [...sold.map((r) => r.occurredAt.slice(0, 10)), ...restored.map((r) => r.restoredAt.slice(0, 10))]);
+    const products = [...new Set([...sold.map((r) => r.productId), ...restored.map((r) => r.productId || '(unknown)')])].sort();
+    const series = [];
+    products.forEach((product, j) => {
+      const count = (list, day) => buckets.map((bucket) => list.filter((r) => (r.productId || '(unknown)') === product
+        && bucketOf(day(r).slice(0, 10), filters.interval) === bucket).length);
+      const soldCounts = count(sold, (r) => r.occurredAt);
+      const restoredCounts = count(restored, (r) => r.restoredAt);
+      series.push({
+        name: `${product}: sold`, color: (2 * j) % 6, values: soldCounts, texts: soldCounts.map(String),
+        drill: (i) => ({ title: `${product} sold, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
+          params: Object.assign({ productId: product, type: 'purchase', environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
+      });
+      series.push({
+        name: `${product}: restored to new devices`, color: 4, values: restoredCounts, texts: restoredCounts.map(String),
+        drill: (i) => ({ title: `${product} restored to new devices, ${bucketLabel(buckets[i], filters.interval)}`, route: 'restores',
+          params: Object.assign({ productId: product === '(unknown)' ? undefined : product, environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
+      });
+    });
+    const labels = buckets.map((b) => bucketLabel(b, filters.interval));
+    const title = `Non-renewing periods sold and restored to new devices per ${filters.interval}`;
+    box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
+      route: 'restores', params: { from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment },
+    }));
+  }
+
+  function drawWarnings(filters, unpriced, unclassified) {
+    const body = $('warnings-body');
+    body.replaceChildren();
+    if (unclassified.length) {
+      body.append(element('p', { 'data-warning': 'unclassified', text: `${unclassified.length} product${unclassified.length === 1 ? ' was' : 's were'} sold that the catalog does not define: their rows are typed “unknown” until an admin defines them (PUT /v1/apps/{bundleId}/products/{productId}).` }));
+      body.append(element('ul', {}, unclassified.map((p) => element('li', {}, [
+        element('button', { type: 'button', class: 'cell', text: p.productId, onclick: () => openDrill({ title: `Rows of ${p.productId} (not in the catalog)`, route: 'events', params: { productId: p.productId, environment: filters.environment } }) }),
+        document.createTextNode(`: ${count(p.transactions, 'transaction')}, ${count(p.units, 'unit')}, ${count(p.users, 'user')}, bought ${p.firstPurchase.slice(0, 10)} to ${p.lastPurchase.slice(0, 10)}`),
+      ]))));
+    }
+    if (unpriced > 0) {
+      body.append(element('p', { 'data-warning': 'unpriced' }, [
+        document.createTextNode(`${unpriced} row${unpriced === 1 ? ' has' : 's have'} no price (neither the device nor the catalog gave one) and ${unpriced === 1 ? 'is' : 'are'} in no amount on this page. `),
+        element('button', { type: 'button', class: 'cell', text: 'Show them', onclick: () => openDrill({ title: 'Rows without a price', route: 'events', params: Object.assign(baseQuery(filters), { priced: 'false' }) }) }),
+      ]));
+    }
+    $('warnings').hidden = body.childElementCount === 0;
+  }
+
+  const count = (n, noun) => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
+  function emptyText(filters, what) {
+    const hint = filters.environment === 'production' ? ' Test purchases (the demo\u2019s, TestFlight\u2019s) are in the sandbox: choose “Sandbox” above.' : '';
+    return `No ${what} in ${filters.environment === 'all' ? 'either environment' : filters.environment} for these filters.${hint}`;
+  }
+
+  // ---------- loading ----------
+
+  let loading = 0;
+
+  async function load() {
+    const run = ++loading;
+    const filters = readFilters();
+    const banner = $('environment-banner');
+    banner.hidden = filters.environment === 'production';
+    banner.textContent = filters.environment === 'sandbox'
+      ? 'SANDBOX: test purchases (App Review, TestFlight, developers). This money is not revenue.'
+      : 'Production and sandbox side by side: each chart is one environment, never the two added together.';
+    if (filters.types.length === 0) return status('Choose at least one event type.', true);
+    if (filters.from && filters.to && filters.from >= filters.to) return status('“From” must be before “To”: the period is [from, to).', true);
+    status('Loading…');
+    try {
+      const base = baseQuery(filters);
+      const [money, unclassified, products, periods, restores, ...counts] = await Promise.all([
+        getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day,currency' }, base)),
+        getJSON('/v1/audit/unclassified'),
+        getJSON('/v1/audit/summary', { environment: filters.environment, groupBy: 'product' }),
+        allPages('/v1/audit/events', { to: filters.to, productId: filters.productId, environment: filters.environment, type: 'purchase,renewal' }, 'events'),
+        allPages('/v1/audit/restores', { from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment }, 'restores'),
+        ...filters.types.map((type) => getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day' }, baseQuery(filters, [type])))),
+      ]);
+      if (run !== loading) return;
+      fillProducts(products.rows);
+      const byType = {};
+      filters.types.forEach((type, i) => { byType[type] = counts[i].rows; });
+      drawWarnings(filters, money.rows.reduce((sum, row) => sum + row.unpriced, 0), unclassified.products);
+      drawMoney(filters, money.rows);
+      drawCounts(filters, byType);
+      drawSubscriptions(filters, periods);
+      drawNonRenewing(filters, periods, restores);
+      status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
+      document.body.dataset.loaded = String(run);
+    } catch (error) {
+      if (run === loading) failed(error);
+    }
+  }
+
+  function fillProducts(rows) {
+    const select = $('f-product');
+    const chosen = select.value;
+    const ids = [...new Set(rows.map((row) => row.productId).filter(Boolean))];
+    if (chosen && !ids.includes(chosen)) ids.push(chosen);
+    ids.sort();
+    select.replaceChildren(element('option', { value: '', text: 'All products' }), ...ids.map((id) => element('option', { value: id, text: id })));
+    select.value = chosen;
+  }
+
+  function status(text, isError) {
+    const line = $('status');
+    line.textContent = text;
+    line.classList.toggle('failed', Boolean(isError));
+  }
+
+  function failed(error) {
+    if (error.status === 401) {
+      signOut('The ledger no longer accepts this key (revoked?). Sign in again.');
+      return;
+    }
+    if (error.code === 'projections_behind') return status('The audit trail is being rebuilt by this version of the ledger; try again in a moment. (' + error.message + ')', true);
+    status('Could not load: ' + error.message, true);
+  }
+
+  // ---------- drill-down ----------
+
+  let drill = null;
+
+  const ROUTES = {
+    events: { path: '/v1/audit/events', field: 'events', columns: ['position', 'occurredAt', 'environment', 'event', 'userId', 'deviceId', 'productId', 'productType', 'quantity', 'price', 'currency', 'amount', 'priceSource', 'transactionId', 'originalTransactionId', 'purchaseDate', 'expiresDate', 'revoked'] },
+    restores: { path: '/v1/audit/restores', field: 'restores', columns: ['position', 'restoredAt', 'environment', 'userId', 'deviceId', 'productId', 'transactionId'] },
+  };
+
+  async function openDrill(spec) {
+    drill = Object.assign({ cursors: [undefined], index: 0 }, spec);
+    const route = ROUTES[spec.route];
+    $('drill').hidden = false;
+    $('drill-title').textContent = spec.title;
+    $('drill-query').textContent = 'GET ' + route.path + decodeURIComponent(queryString(spec.params));
+    $('drill-note').textContent = spec.note || '';
+    await showDrillPage();
+    $('drill-title').focus();
+  }
+
+  async function showDrillPage() {
+    const route = ROUTES[drill.route];
+    const current = drill;
+    try {
+      const page = await getJSON(route.path, Object.assign({}, drill.params, { limit: PAGE_SIZE, cursor: drill.cursors[drill.index] }));
+      if (current !== drill) return;
+      drill.cursors[drill.index + 1] = page.nextCursor || undefined;
+      const rows = page[route.field];
+      const columns = current.mark ? ['active', ...route.columns] : route.columns;
+      const head = element('tr', {}, columns.map((c) => element('th', { scope: 'col', text: c })));
+      const body = rows.map((row) => element('tr', { 'data-position': row.position },
+        columns.map((c) => element('td', { 'data-column': c, text: c === 'active' ? (current.mark(row) ? 'active' : '') : formatCell(row[c]) }))));
+      $('drill-table').replaceChildren(element('thead', {}, [head]), element('tbody', {}, body.length ? body : [element('tr', {}, [element('td', { colspan: columns.length, class: 'empty', text: 'No rows.' })])]));
+      $('drill-page').textContent = `Page ${drill.index + 1}, rows ${drill.index * PAGE_SIZE + (rows.length ? 1 : 0)}–${drill.index * PAGE_SIZE + rows.length}${page.nextCursor ? '' : ' (last page)'}`;
+      $('drill-previous').disabled = drill.index === 0;
+      $('drill-next').disabled = !page.nextCursor;
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  function formatCell(value) {
+    if (value === null || value === undefined) return '';
+    return String(value);
+  }
+
+  /// The CSV of a query, exactly as the API sends it (bytes unchanged), saved under the API's file name.
+  async function downloadCSV(spec) {
+    const route = ROUTES[spec.route];
+    try {
+      status('Preparing the CSV…');
+      const response = await request(route.path, spec.params, 'text/csv');
+      const blob = await response.blob();
+      const disposition = response.headers.get('Content-Disposition') || '';
+      const name = (disposition.match(/filename="([^"]+)"/) || [])[1] || 'audit.csv';
+      const url = URL.createObjectURL(blob);
+      const link = element('a', { href: url, download: name, hidden: '' });
+      document.body.append(link);
+      link.click();
+      link.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      status(`Downloaded ${name} (${blob.size} bytes): GET ${route.path}${queryString(spec.params)} with Accept: text/csv.`);
+    } catch (error) {
+      failed(error);
+    }
+  }
+
+  // ---------- signing in ----------
+
+  async function signIn(key) {
+    sessionStorage.setItem(KEY, key);
+    $('sign-in-error').textContent = '';
+    try {
+      const me = await getJSON('/v1/key');
+      if (!me.scopes.includes('finance')) {
+        sessionStorage.removeItem(KEY);
+        $('sign-in-error').textContent = `This key (${me.keyId}, app ${me.app}) has no finance scope; it has ${me.scopes.join(', ') || 'none'}. Ask an admin for one: ledger keys create --app ${me.app} --scope finance.`;
+        return;
+      }
+      $('who').textContent = `App ${me.app} · key ${me.keyId}${me.name ? ' (' + me.name + ')' : ''}`;
+      $('sign-in').hidden = true;
+      $('dashboard').hidden = false;
+      $('sign-out').hidden = false;
+      await load();
+    } catch (error) {
+      sessionStorage.removeItem(KEY);
+      $('sign-in-error').textContent = error.status === 401
+        ? 'This key was refused: it is not a key of this ledger, or it was revoked. Check that you copied all of it (it starts with lk_).'
+        : 'Could not sign in: ' + error.message;
+    }
+  }
+
+  function signOut(message) {
+    sessionStorage.removeItem(KEY);
+    $('dashboard').hidden = true;
+    $('sign-out').hidden = true;
+    $('sign-in').hidden = false;
+    $('who').textContent = '';
+    for (const id of ['money', 'counts', 'subscriptions', 'nonrenewing', 'warnings-body', 'drill-table']) $(id).replaceChildren();
+    $('drill').hidden = true;
+    $('sign-in-error').textContent = message || '';
+    $('key').value = '';
+    $('key').focus();
+  }
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('sign-in-form').addEventListener('submit', (event) => {
+      event.preventDefault();
+      const key = $('key').value.trim();
+      if (!key) { $('sign-in-error').textContent = 'Paste a finance API key first.'; return; }
+      signIn(key);
+    });
+    $('filters').addEventListener('submit', (event) => { event.preventDefault(); load(); });
+    $('sign-out').addEventListener('click', () => signOut('Signed out.'));
+    $('drill-close').addEventListener('click', () => { $('drill').hidden = true; });
+    $('drill-next').addEventListener('click', () => { drill.index += 1; showDrillPage(); });
+    $('drill-previous').addEventListener('click', () => { drill.index = Math.max(0, drill.index - 1); showDrillPage(); });
+    $('drill-csv').addEventListener('click', () => downloadCSV(drill));
+    const saved = sessionStorage.getItem(KEY);
+    if (saved) signIn(saved);
+    else $('key').focus();
+  });
+})();

@@ -1,0 +1,224 @@
+import Foundation
+import LedgerDemo
+import LedgerStore
+import LedgerTesting
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// `GET /finance` in a real headless Chromium against a real ledger: the page signs in with a
+/// finance key, shows the demo's numbers as the summary route gives them, follows its filters,
+/// opens the audit rows behind a point, and downloads exactly the API's CSV. Screenshots go to
+/// `.build/finance-page/`.
+@Suite(.serialized) struct FinancePageTests {
+    static let otherApp = "com.example.othershop"
+
+    /// The demo's stories told through the harness's ledger, and a second app with one purchase
+    /// in euros by a user no story has, whose key is returned.
+    private func seed(_ api: APIHarness) async throws -> (otherKey: String, head: Int64) {
+        let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+        _ = try await DemoStories(client: client).runAll()
+        // A product the App Store sold that the catalog does not know, posted without a price.
+        _ = try await api.simulator(.PUT, "/admin/apps/\(APIHarness.app)/products/mystery.box", ["type": "consumable"])
+        let mystery = try await api.buy("gus", "mystery.box")
+        #expect(try await api.ingest("gus", device: "phone", receipt: mystery.receipt).status == 200)
+
+        let secret = try #require(try await api.simulator(.PUT, "/admin/apps/\(Self.otherApp)").json["sharedSecret"] as? String)
+        let registry = AppRegistry(client: api.client, logger: APIHarness.logger, secrets: api.secrets)
+        try await registry.addApp(Self.otherApp, sharedSecret: secret)
+        let otherKey = try await registry.createKey(app: Self.otherApp, scopes: Set(APIScope.allCases)).token
+        _ = try await api.simulator(.PUT, "/admin/apps/\(Self.otherApp)/products/gold.bar", ["type": "consumable"])
+        let defined = try await api.send(.PUT, "/v1/apps/\(Self.otherApp)/products/gold.bar", key: otherKey,
+                                         json: ["type": "consumable", "prices": ["EUR": "4.49"]])
+        #expect(defined.status == 200, "\(defined.text)")
+        _ = try await api.simulator(.POST, "/admin/users", ["userId": "zoe-elsewhere"])
+        let bought = try await api.simulator(.POST, "/admin/purchases", ["userId": "zoe-elsewhere", "bundleId": Self.otherApp, "productId": "gold.bar", "quantity": 2])
+        let receipt = try #require(bought.json["receipt"] as? String, "\(bought.text)")
+        let ingested = try await api.send(.POST, "/v1/apps/\(Self.otherApp)/receipts", key: otherKey,
+                                          json: ["userId": "zoe-elsewhere", "deviceId": "kiosk", "receiptData": receipt])
+        #expect(ingested.status == 200, "\(ingested.text)")
+
+        var head: Int64 = 0
+        for try await position in try await api.client.query("SELECT coalesce(max(position), 0) FROM ledger.events", logger: APIHarness.logger)
+            .decode(Int64.self) { head = position }
+        // Every projection the page reads has reached the log's head before the browser looks.
+        let caughtUp = try await api.send(.GET, "/v1/audit/restores?environment=sandbox&minPosition=\(head)", key: api.keys["finance"])
+        #expect(caughtUp.status == 200, "\(caughtUp.text)")
+        return (otherKey, head)
+    }
+
+    /// Signs in through the form and waits for the first load.
+    private func signIn(_ browser: Browser, _ api: APIHarness, key: String?) async throws {
+        try await browser.open(api.base + "/finance")
+        try await browser.type("#key", key ?? "")
+        try await browser.click("#sign-in-form button[type=submit]")
+    }
+
+    /// Chooses filters in the form as a user would, applies them and waits for the page to redraw.
+    private func apply(_ browser: Browser, environment: String? = nil, product: String? = nil, interval: String? = nil) async throws {
+        let before = try await browser.run("return document.body.dataset.loaded || ''") as? String ?? ""
+        if let environment { try await browser.choose("#f-environment", value: environment) }
+        if let product { try await browser.choose("#f-product", value: product) }
+        if let interval { try await browser.choose("#f-interval", value: interval) }
+        try await browser.click("#filters button[type=submit]")
+        try await browser.wait(for: "the page to load", "return (document.body.dataset.loaded || '') !== arguments[0]", [before])
+    }
+
+    /// What the page shows in a currency's money table: bucket → series → decimal text.
+    private func moneyShown(_ browser: Browser, currency: String) async throws -> [String: [String: Decimal]] {
+        let cells = try await browser.run("""
+            const out = {};
+            for (const row of document.querySelectorAll('section.currency[data-currency="' + arguments[0] + '"] tbody tr[data-bucket]')) {
+                out[row.dataset.bucket] = {};
+                for (const cell of row.querySelectorAll('td[data-series]')) out[row.dataset.bucket][cell.dataset.series] = cell.textContent;
+            }
+            return out;
+            """, [currency]) as? [String: [String: String]] ?? [:]
+        return cells.mapValues { $0.compactMapValues { Decimal(string: $0) } }
+    }
+
+    /// The summary route's money by day for one currency, as the page should show it.
+    private func moneyFromAPI(_ api: APIHarness, query: String, currency: String) async throws -> [String: [String: Decimal]] {
+        let answer = try await api.send(.GET, "/v1/audit/summary?groupBy=day,currency&\(query)", key: api.keys["finance"])
+        #expect(answer.status == 200, "\(answer.text)")
+        var days: [String: [String: Decimal]] = [:]
+        for row in answer.json["rows"] as? [[String: Any]] ?? [] where row["currency"] as? String == currency {
+            let day = try #require(row["day"] as? String)
+            days[day] = [
+                "Gross": Decimal(string: row["gross"] as? String ?? "") ?? -1,
+                "Refunds": Decimal(string: row["refundedAmount"] as? String ?? "") ?? -1,
+                "Net": Decimal(string: row["net"] as? String ?? "") ?? -1,
+            ]
+        }
+        return days
+    }
+
+    @Test func theFinancePageShowsTheDemosNumbersFollowsFiltersDrillsDownAndDownloadsTheAPIsCSV() async throws {
+        try await APIHarness.run { api in
+            _ = try await seed(api)
+            try await Browser.with { browser in
+                try await signIn(browser, api, key: api.keys["finance"])
+                try await browser.wait(for: "the dashboard", "return document.body.dataset.loaded !== undefined")
+                #expect(try await browser.text("#who").contains(APIHarness.app))
+                // Production is the default: the demo's purchases are sandbox money, so nothing, and a hint says where to look.
+                #expect(try await browser.text("#money").contains("choose “Sandbox”"))
+                #expect(try await browser.run("return document.getElementById('environment-banner').hidden") as? Bool == true)
+
+                try await apply(browser, environment: "sandbox")
+                try await browser.screenshot("sandbox-1280x800")
+                #expect(try await browser.text("#environment-banner").contains("SANDBOX"), "sandbox money is labelled as such")
+                let shown = try await moneyShown(browser, currency: "USD")
+                let expected = try await moneyFromAPI(api, query: "environment=sandbox", currency: "USD")
+                #expect(!expected.isEmpty)
+                // Every day of the summary is on the page with its numbers; days between them show zero.
+                for (day, numbers) in expected { #expect(shown[day] == numbers, "\(day): the page shows \(shown[day] ?? [:]), the API \(numbers)") }
+                for (day, numbers) in shown where expected[day] == nil { #expect(numbers.values.allSatisfy { $0 == 0 }, "\(day) \(numbers)") }
+
+                // Counts: purchases, renewals and refunds as the summary counts them.
+                let counts = try await browser.run("""
+                    const out = {};
+                    for (const cell of document.querySelectorAll('#counts td[data-series]')) out[cell.dataset.series] = (out[cell.dataset.series] || 0) + Number(cell.textContent);
+                    return out;
+                    """) as? [String: Int] ?? [:]
+                for (type, series, field) in [("purchase", "Purchases", "purchases"), ("renewal", "Renewals", "purchases"), ("refund", "Refunds", "refunds")] {
+                    let rows = try await api.send(.GET, "/v1/audit/summary?environment=sandbox&type=\(type)", key: api.keys["finance"]).json["rows"] as? [[String: Any]] ?? []
+                    #expect(counts[series] == rows.reduce(0) { $0 + ($1[field] as? Int ?? 0) }, "\(series): \(counts)")
+                }
+                #expect(counts["Renewals", default: 0] > 0 && counts["Refunds", default: 0] > 0, "the demo renews and refunds: \(counts)")
+                // The warnings: the unpriced rows counted as the summary counts them, the product the catalog lacks named.
+                let unpriced = (try await api.send(.GET, "/v1/audit/summary?environment=sandbox", key: api.keys["finance"]).json["rows"] as? [[String: Any]] ?? [])
+                    .reduce(0) { $0 + ($1["unpriced"] as? Int ?? 0) }
+                #expect(unpriced == 1)
+                #expect(try await browser.text("[data-warning=unpriced]").hasPrefix("\(unpriced) row has no price"))
+                #expect(try await browser.text("[data-warning=unclassified]").hasPrefix("1 product was sold that the catalog does not define"))
+                #expect(try await browser.text("#warnings-body").contains("mystery.box: 1 transaction, 1 unit, 1 user"))
+                try await browser.run("document.getElementById('money').closest('section').scrollIntoView()")
+                try await browser.screenshot("charts-1280x800")
+                // The demo restores two season-pass periods to a new device and has an active subscription.
+                #expect(try await browser.text("#nonrenewing").contains("season_pass: restored to new devices"))
+                #expect(try await browser.text("#subscriptions").contains("pro_monthly"))
+
+                // A filter changes the numbers: one product only.
+                try await apply(browser, product: "coins")
+                let coins = try await moneyShown(browser, currency: "USD")
+                let coinsExpected = try await moneyFromAPI(api, query: "environment=sandbox&productId=coins", currency: "USD")
+                for (day, numbers) in coinsExpected { #expect(coins[day] == numbers, "coins \(day): \(coins[day] ?? [:]) vs \(numbers)") }
+                #expect(coins != shown, "choosing a product changed nothing")
+
+                // Drill-down: the Gross bar of the first day with coins opens exactly the audit rows behind it.
+                let day = try #require(coinsExpected.keys.sorted().first)
+                try await browser.click("section.currency[data-currency=\"USD\"] a[data-series=\"Gross\"][data-bucket=\"\(day)\"]")
+                try await browser.wait(for: "the rows", "return !document.getElementById('drill').hidden && document.querySelectorAll('#drill-table tbody tr[data-position]').length > 0")
+                let listed = try await browser.run("return [...document.querySelectorAll('#drill-table tbody tr[data-position]')].map(r => Number(r.dataset.position))") as? [Int] ?? []
+                let start = try #require(ISO8601DateFormatter().date(from: day + "T00:00:00Z"))
+                let next = ISO8601DateFormatter().string(from: start.addingTimeInterval(86_400))
+                let query = "environment=sandbox&productId=coins&currency=USD&type=purchase,renewal&from=\(day)T00:00:00Z&to=\(next)"
+                let rows = try await api.send(.GET, "/v1/audit/events?\(query)", key: api.keys["finance"]).json["events"] as? [[String: Any]] ?? []
+                #expect(listed == rows.compactMap { $0["position"] as? Int }, "the drill-down lists \(listed); the API \(query)")
+                #expect(try await browser.text("#drill-query").contains("/v1/audit/events?"), "the page shows the query behind the rows")
+                try await browser.screenshot("drill-down-1280x800")
+
+                // The CSV download is the API's CSV for the same query, byte for byte.
+                try browser.clearDownloads()
+                try await browser.click("#drill-csv")
+                let saved = try await browser.download(named: "audit-\(APIHarness.app).csv")
+                let csv = try await api.send(.GET, "/v1/audit/events?\(query)", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+                #expect(saved == csv.body, "downloaded \(saved.count) bytes, the API sent \(csv.body.count)")
+                #expect(String(decoding: saved, as: UTF8.self).hasPrefix("position,occurred_at,"))
+
+                // The keyboard reaches the bars: focus one, press Enter, and its rows open.
+                try await browser.click("#drill-close")
+                try await browser.run("document.querySelector('#counts a[data-series]').focus()")
+                try await browser.press("\u{E007}")
+                try await browser.wait(for: "the rows of a bar chosen with the keyboard",
+                                       "return !document.getElementById('drill').hidden && document.activeElement.id === 'drill-title'")
+
+                // A phone-sized window: nothing wider than the screen.
+                try await browser.resize(width: 390, height: 844)
+                try await apply(browser, product: "")
+                try await browser.screenshot("sandbox-390x844")
+                let overflow = try await browser.run("return document.documentElement.scrollWidth - document.documentElement.clientWidth") as? Int
+                #expect(overflow == 0, "the page is \(overflow ?? -1) px wider than a phone's screen")
+            }
+        }
+    }
+
+    @Test func aWrongKeyIsToldWhyAndAnotherAppsDataIsNeverShown() async throws {
+        try await APIHarness.run { api in
+            let (otherKey, _) = try await seed(api)
+            try await Browser.with { browser in
+                try await signIn(browser, api, key: "lk_0000000000000000_not-a-real-key")
+                try await browser.wait(for: "the refusal", "return document.getElementById('sign-in-error').textContent.length > 0")
+                #expect(try await browser.text("#sign-in-error").contains("This key was refused"))
+                #expect(try await browser.run("return document.getElementById('dashboard').hidden") as? Bool == true)
+                #expect(try await browser.run("return sessionStorage.length") as? Int == 0, "a refused key is not kept")
+                try await browser.screenshot("wrong-key")
+
+                try await signIn(browser, api, key: api.keys["read"])
+                try await browser.wait(for: "the scope refusal", "return document.getElementById('sign-in-error').textContent.includes('no finance scope')")
+                #expect(try await browser.run("return document.getElementById('dashboard').hidden") as? Bool == true)
+
+                // This app's finance key: the key lives in session storage, never in the URL or a cookie.
+                try await signIn(browser, api, key: api.keys["finance"])
+                try await browser.wait(for: "the dashboard", "return document.body.dataset.loaded !== undefined")
+                try await apply(browser, environment: "all")
+                let page = try await browser.run("return document.body.innerText + [...document.querySelectorAll('option')].map(o => o.value).join(' ')") as? String ?? ""
+                #expect(!page.contains("zoe-elsewhere") && !page.contains("gold.bar") && !page.contains("EUR"), "another app's data is on the page")
+                #expect(page.contains("USD"))
+                #expect(try await browser.run("return location.href") as? String == api.base + "/finance")
+                #expect(try await browser.run("return document.cookie") as? String == "")
+                #expect(try await browser.run("return sessionStorage.getItem('ledger.financeKey')") as? String == api.keys["finance"])
+
+                // The other app's key shows its euros and none of this app's.
+                try await browser.click("#sign-out")
+                try await signIn(browser, api, key: otherKey)
+                try await browser.wait(for: "the other app's dashboard", "return document.body.dataset.loaded !== undefined && document.getElementById('who').textContent.includes(arguments[0])", [Self.otherApp])
+                try await apply(browser, environment: "sandbox")
+                let theirs = try await browser.run("return document.body.innerText") as? String ?? ""
+                #expect(theirs.contains("EUR") && !theirs.contains("USD") && !theirs.contains("season_pass"), "\(theirs.prefix(400))")
+                let euros = try await moneyShown(browser, currency: "EUR")
+                #expect(euros.values.contains { $0["Gross"] == Decimal(string: "8.98") }, "2 × 4.49 EUR: \(euros)")
+            }
+        }
+    }
+}
