@@ -48,20 +48,7 @@ extension LedgerAPI {
             let text = AuditCSV.header + page.rows.map(AuditCSV.line).joined()
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }
-        struct Answer: Encodable {
-            let events: [AuditRow]
-            let nextCursor: String?
-
-            /// `nextCursor` is written as null on the last page, so clients can test for it.
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(events, forKey: .events)
-                try container.encode(nextCursor, forKey: .nextCursor)
-            }
-
-            enum CodingKeys: String, CodingKey { case events, nextCursor }
-        }
-        return try APIJSON.response(Answer(events: page.rows, nextCursor: page.nextCursor?.text))
+        return try APIJSON.response(AuditPageAnswer(field: "events", rows: page.rows, nextCursor: page.nextCursor?.text))
     }
 
     /// `GET /v1/audit/summary`: units and money per day, product, currency and environment, refunds apart.
@@ -124,19 +111,7 @@ extension LedgerAPI {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         let page = try await audit.restores(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
-        struct Answer: Encodable {
-            let restores: [AuditRestore]
-            let nextCursor: String?
-
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(restores, forKey: .restores)
-                try container.encode(nextCursor, forKey: .nextCursor)
-            }
-
-            enum CodingKeys: String, CodingKey { case restores, nextCursor }
-        }
-        return try APIJSON.response(Answer(restores: page.rows, nextCursor: page.nextCursor?.text))
+        return try APIJSON.response(AuditPageAnswer(field: "restores", rows: page.rows, nextCursor: page.nextCursor?.text))
     }
 
     /// `GET /v1/key`: the caller's own key, whatever its scopes: its app, scopes and name, so a
@@ -199,6 +174,27 @@ extension LedgerAPI {
     static func csvHeaders(filename: String) -> HTTPFields {
         [.contentType: "text/csv; charset=utf-8; header=present", .contentDisposition: "attachment; filename=\"\(filename)\"",
          .cacheControl: "no-store"]
+    }
+}
+
+/// One page of a paged audit route: its rows under `field`, and `nextCursor`, written as null on
+/// the last page so clients can test for it.
+struct AuditPageAnswer<Row: Encodable>: Encodable {
+    let field: String
+    let rows: [Row]
+    let nextCursor: String?
+
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: Key.self)
+        try container.encode(rows, forKey: Key(stringValue: field))
+        try container.encode(nextCursor, forKey: Key(stringValue: "nextCursor"))
     }
 }
 

@@ -19,9 +19,7 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
 
     /// The cursor a previous page returned, checked against the app being read.
     public init(parsing text: String, app: String) throws(AuditQueryError) {
-        guard text.utf8.count <= 2_048, let data = Self.base64URLDecode(text),
-              let payload = try? JSONDecoder().decode(Payload.self, from: data), payload.v == 1, payload.p >= 0
-        else {
+        guard let payload = Self.payload(text, as: Payload.self), payload.v == 1, payload.p >= 0 else {
             throw .invalidCursor("the cursor is not one this ledger issued")
         }
         guard payload.a == app else {
@@ -31,19 +29,24 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The token: base64url (no padding) of a small JSON object.
-    public var text: String {
+    public var text: String { Self.token(Payload(v: 1, a: app, p: position, e: event)) }
+
+    /// A cursor's token: base64url (no padding) of its payload as JSON with sorted keys.
+    static func token(_ payload: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         // Encoding a struct of strings and integers cannot fail.
-        let data = (try? encoder.encode(Payload(v: 1, a: app, p: position, e: event))) ?? Data()
-        return Self.base64URLEncode(data)
-    }
-
-    static func base64URLEncode(_ data: Data) -> String {
-        data.base64EncodedString()
+        let data = (try? encoder.encode(payload)) ?? Data()
+        return data.base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_")
             .replacingOccurrences(of: "=", with: "")
+    }
+
+    /// The payload of a token `token` made, or nil when the text is not one.
+    static func payload<Payload: Decodable>(_ text: String, as type: Payload.Type) -> Payload? {
+        guard text.utf8.count <= 2_048, let data = base64URLDecode(text) else { return nil }
+        return try? JSONDecoder().decode(type, from: data)
     }
 
     public var description: String { text }
@@ -55,7 +58,7 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         let e: AuditEventKind
     }
 
-    static func base64URLDecode(_ text: String) -> Data? {
+    private static func base64URLDecode(_ text: String) -> Data? {
         guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
         var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)

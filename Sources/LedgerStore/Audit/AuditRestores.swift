@@ -93,21 +93,14 @@ public struct AuditRestoreCursor: Sendable, Hashable {
 
     /// The cursor a previous page returned, checked against the app being read.
     public init(parsing text: String, app: String) throws(AuditQueryError) {
-        guard text.utf8.count <= 2_048, let data = AuditCursor.base64URLDecode(text),
-              let payload = try? JSONDecoder().decode(Payload.self, from: data), payload.v == 1, payload.p >= 0
-        else {
+        guard let payload = AuditCursor.payload(text, as: Payload.self), payload.v == 1, payload.p >= 0 else {
             throw .invalidCursor("the cursor is not one this ledger issued for restores")
         }
         guard payload.a == app else { throw .invalidCursor("the cursor was issued for a different app") }
         self.init(app: app, position: payload.p, deviceId: payload.d, transactionId: payload.t)
     }
 
-    public var text: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        let data = (try? encoder.encode(Payload(v: 1, a: app, p: position, d: deviceId, t: transactionId))) ?? Data()
-        return AuditCursor.base64URLEncode(data)
-    }
+    public var text: String { AuditCursor.token(Payload(v: 1, a: app, p: position, d: deviceId, t: transactionId)) }
 }
 
 extension AuditCSV {
