@@ -138,6 +138,24 @@ import Testing
                 #expect(try await browser.text("#nonrenewing").contains("season_pass: restored to new devices"))
                 #expect(try await browser.text("#subscriptions").contains("pro_monthly"))
 
+                // A chart's table downloads the rows behind all its numbers: the API's CSV for the same filters.
+                try browser.clearDownloads()
+                try await browser.click("section.currency[data-currency=\"USD\"] details.numbers summary")
+                try await browser.click("section.currency[data-currency=\"USD\"] button.download")
+                let tableCSV = try await browser.download(named: "audit-\(APIHarness.app).csv")
+                let apiCSV = try await api.send(.GET, "/v1/audit/events?environment=sandbox&currency=USD", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+                #expect(tableCSV == apiCSV.body, "the table's CSV has \(tableCSV.count) bytes, the API's \(apiCSV.body.count)")
+
+                // Per month: each month's totals are its days' totals added up.
+                try await apply(browser, interval: "month")
+                let months = try await moneyShown(browser, currency: "USD")
+                var expectedMonths: [String: [String: Decimal]] = [:]
+                for (day, numbers) in expected {
+                    expectedMonths[String(day.prefix(7)), default: [:]].merge(numbers) { $0 + $1 }
+                }
+                #expect(months == expectedMonths, "per month the page shows \(months), the days add up to \(expectedMonths)")
+                try await apply(browser, interval: "day")
+
                 // A filter changes the numbers: one product only.
                 try await apply(browser, product: "coins")
                 let coins = try await moneyShown(browser, currency: "USD")
