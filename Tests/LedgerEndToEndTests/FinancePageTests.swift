@@ -55,11 +55,12 @@ import Testing
     }
 
     /// Chooses filters in the form as a user would, applies them and waits for the page to redraw.
-    private func apply(_ browser: Browser, environment: String? = nil, product: String? = nil, interval: String? = nil) async throws {
+    private func apply(_ browser: Browser, environment: String? = nil, product: String? = nil, user: String? = nil, interval: String? = nil) async throws {
         let before = try await browser.run("return document.body.dataset.loaded || ''") as? String ?? ""
         if let environment { try await browser.choose("#f-environment", value: environment) }
         if let product { try await browser.choose("#f-product", value: product) }
         if let interval { try await browser.choose("#f-interval", value: interval) }
+        if let user { try await browser.type("#f-user", user) }
         try await browser.click("#filters button[type=submit]")
         try await browser.wait(for: "the page to load", "return (document.body.dataset.loaded || '') !== arguments[0]", [before])
     }
@@ -75,6 +76,17 @@ import Testing
             return out;
             """, [currency]) as? [String: [String: String]] ?? [:]
         return cells.mapValues { $0.compactMapValues { Decimal(string: $0) } }
+    }
+
+    /// Every interval of the summary is on the page with its numbers; intervals between them show zero.
+    private func expectSameMoney(_ shown: [String: [String: Decimal]], _ expected: [String: [String: Decimal]], _ label: String,
+                                 sourceLocation: SourceLocation = #_sourceLocation) {
+        for (bucket, numbers) in expected {
+            #expect(shown[bucket] == numbers, "\(label), \(bucket): the page shows \(shown[bucket] ?? [:]), the API \(numbers)", sourceLocation: sourceLocation)
+        }
+        for (bucket, numbers) in shown where expected[bucket] == nil {
+            #expect(numbers.values.allSatisfy { $0 == 0 }, "\(label), \(bucket): \(numbers) on the page, nothing in the API", sourceLocation: sourceLocation)
+        }
     }
 
     /// The summary route's money by day for one currency, as the page should show it.
@@ -110,9 +122,7 @@ import Testing
                 let shown = try await moneyShown(browser, currency: "USD")
                 let expected = try await moneyFromAPI(api, query: "environment=sandbox", currency: "USD")
                 #expect(!expected.isEmpty)
-                // Every day of the summary is on the page with its numbers; days between them show zero.
-                for (day, numbers) in expected { #expect(shown[day] == numbers, "\(day): the page shows \(shown[day] ?? [:]), the API \(numbers)") }
-                for (day, numbers) in shown where expected[day] == nil { #expect(numbers.values.allSatisfy { $0 == 0 }, "\(day) \(numbers)") }
+                expectSameMoney(shown, expected, "sandbox")
 
                 // Counts: purchases, renewals and refunds as the summary counts them.
                 let counts = try await browser.run("""
@@ -153,14 +163,22 @@ import Testing
                 for (day, numbers) in expected {
                     expectedMonths[String(day.prefix(7)), default: [:]].merge(numbers) { $0 + $1 }
                 }
-                #expect(months == expectedMonths, "per month the page shows \(months), the days add up to \(expectedMonths)")
+                expectSameMoney(months, expectedMonths, "per month")
                 try await apply(browser, interval: "day")
+
+                // One user's money only.
+                try await apply(browser, user: "alice")
+                let alice = try await moneyShown(browser, currency: "USD")
+                let aliceExpected = try await moneyFromAPI(api, query: "environment=sandbox&userId=alice", currency: "USD")
+                #expect(!aliceExpected.isEmpty)
+                expectSameMoney(alice, aliceExpected, "alice")
+                try await apply(browser, user: "")
 
                 // A filter changes the numbers: one product only.
                 try await apply(browser, product: "coins")
                 let coins = try await moneyShown(browser, currency: "USD")
                 let coinsExpected = try await moneyFromAPI(api, query: "environment=sandbox&productId=coins", currency: "USD")
-                for (day, numbers) in coinsExpected { #expect(coins[day] == numbers, "coins \(day): \(coins[day] ?? [:]) vs \(numbers)") }
+                expectSameMoney(coins, coinsExpected, "coins")
                 #expect(coins != shown, "choosing a product changed nothing")
 
                 // Drill-down: the Gross bar of the first day with coins opens exactly the audit rows behind it.

@@ -161,6 +161,7 @@
       from: from ? from + 'T00:00:00Z' : undefined,
       to: to ? to + 'T00:00:00Z' : undefined,
       productId: form.elements.productId.value || undefined,
+      userId: form.elements.userId.value.trim() || undefined,
       types,
       environment: form.elements.environment.value,
       interval: form.elements.interval.value,
@@ -171,7 +172,7 @@
   function baseQuery(filters, types) {
     const chosen = types || filters.types;
     return {
-      from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment,
+      from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment,
       type: chosen.length === TYPES.length ? undefined : chosen.join(','),
     };
   }
@@ -397,7 +398,7 @@
           const range = bucketQuery(buckets[i], filters);
           return {
             title: `Active ${product}, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
-            params: { productId: product, type: 'purchase,renewal', to: range.to, environment: filters.environment },
+            params: { productId: product, userId: filters.userId, type: 'purchase,renewal', to: range.to, environment: filters.environment },
             note: `The ${counts[i]} subscriptions counted are the original transactions of the rows marked “active”: a period [purchase date, expires date) that overlaps ${range.from} – ${range.to} and was not refunded.`,
             mark: (row) => row.productType === 'auto_renewable' && !row.revoked && row.expiresDate
               && Date.parse(row.purchaseDate) < Date.parse(range.to) && Date.parse(row.expiresDate) > Date.parse(range.from),
@@ -408,7 +409,7 @@
     const labels = buckets.map((b) => bucketLabel(b, filters.interval));
     const title = `Active auto-renewable subscriptions per ${filters.interval}, by product`;
     box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
-      route: 'events', params: { productId: filters.productId, type: 'purchase,renewal', to: filters.to, environment: filters.environment },
+      route: 'events', params: { productId: filters.productId, userId: filters.userId, type: 'purchase,renewal', to: filters.to, environment: filters.environment },
     }));
   }
 
@@ -434,18 +435,18 @@
       series.push({
         name: `${product}: sold`, color: (2 * j) % 6, values: soldCounts, texts: soldCounts.map(String),
         drill: (i) => ({ title: `${product} sold, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
-          params: Object.assign({ productId: product, type: 'purchase', environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
+          params: Object.assign({ productId: product, userId: filters.userId, type: 'purchase', environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
       });
       series.push({
         name: `${product}: restored to new devices`, color: 4, values: restoredCounts, texts: restoredCounts.map(String),
         drill: (i) => ({ title: `${product} restored to new devices, ${bucketLabel(buckets[i], filters.interval)}`, route: 'restores',
-          params: Object.assign({ productId: product === '(unknown)' ? undefined : product, environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
+          params: Object.assign({ productId: product === '(unknown)' ? undefined : product, userId: filters.userId, environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
       });
     });
     const labels = buckets.map((b) => bucketLabel(b, filters.interval));
     const title = `Non-renewing periods sold and restored to new devices per ${filters.interval}`;
     box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
-      route: 'restores', params: { from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment },
+      route: 'restores', params: { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment },
     }));
   }
 
@@ -496,8 +497,8 @@
         getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day,currency' }, base)),
         getJSON('/v1/audit/unclassified'),
         getJSON('/v1/audit/summary', { environment: filters.environment, groupBy: 'product' }),
-        allPages('/v1/audit/events', { to: filters.to, productId: filters.productId, environment: filters.environment, type: 'purchase,renewal' }, 'events'),
-        allPages('/v1/audit/restores', { from: filters.from, to: filters.to, productId: filters.productId, environment: filters.environment }, 'restores'),
+        allPages('/v1/audit/events', { to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment, type: 'purchase,renewal' }, 'events'),
+        allPages('/v1/audit/restores', { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment }, 'restores'),
         ...filters.types.map((type) => getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day' }, baseQuery(filters, [type])))),
       ]);
       if (run !== loading) return;
@@ -509,7 +510,7 @@
       drawCounts(filters, byType);
       drawSubscriptions(filters, periods);
       drawNonRenewing(filters, periods, restores);
-      status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
+      status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}${filters.userId ? ', user ' + filters.userId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
       document.body.dataset.loaded = String(run);
     } catch (error) {
       if (run === loading) failed(error);
