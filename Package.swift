@@ -13,6 +13,8 @@ extension Target.Dependency {
     static let argumentParser = product(name: "ArgumentParser", package: "swift-argument-parser")
     static let asyncHTTPClient = product(name: "AsyncHTTPClient", package: "async-http-client")
     static let crypto = product(name: "Crypto", package: "swift-crypto")
+    static let asn1 = product(name: "SwiftASN1", package: "swift-asn1")
+    static let x509 = product(name: "X509", package: "swift-certificates")
     static let hummingbird = product(name: "Hummingbird", package: "hummingbird")
     static let hummingbirdTesting = product(name: "HummingbirdTesting", package: "hummingbird")
     static let logging = product(name: "Logging", package: "swift-log")
@@ -38,6 +40,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.4"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -89,14 +93,15 @@ let package = Package(
         .target(
             name: "AppStore",
             dependencies: [
-                "LedgerDomain", .asyncHTTPClient, .crypto, .logging, .nioCore, .nioHTTP1, .metrics,
+                "LedgerDomain", .asyncHTTPClient, .crypto, .asn1, .x509, .logging, .nioCore, .nioHTTP1, .metrics,
             ],
+            resources: [.copy("Resources")],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "AppStoreSimulator",
             dependencies: [
-                "AppStore", "LedgerDomain", .crypto, .hummingbird, .logging, .serviceLifecycle,
+                "AppStore", "LedgerDomain", .crypto, .asn1, .x509, .hummingbird, .logging, .serviceLifecycle,
             ],
             swiftSettings: swiftSettings
         ),
@@ -187,7 +192,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
-                "AppStore", "AppStoreSimulator", "LedgerTesting", "LedgerDomain", .hummingbird, .logging,
+                "AppStore", "AppStoreSimulator", "LedgerTesting", "LedgerDomain", .crypto, .x509, .hummingbird, .logging,
                 .nioHTTP1, .serviceLifecycle,
             ],
             swiftSettings: swiftSettings

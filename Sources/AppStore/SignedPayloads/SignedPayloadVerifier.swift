@@ -1,0 +1,195 @@
+import Crypto
+import Foundation
+import LedgerDomain
+import SwiftASN1
+import X509
+
+/// What every payload the App Store signs carries: when it was signed, for which app, in which
+/// environment. A notification keeps the last two under `data`; its type says where.
+public protocol AppStoreSignedPayload: Decodable, Sendable {
+    /// When Apple signed it; the chain is checked as of this instant.
+    var signedDate: Date { get }
+    var payloadBundleId: String? { get }
+    /// As Apple spells it: `Production`, `Sandbox` (also `Xcode`, `LocalTesting`).
+    var payloadEnvironment: String? { get }
+}
+
+/// Verifies App Store JWS (StoreKit 2 transactions and renewal info, Server Notifications V2):
+/// ES256 over `header.payload`, by the leaf of the header's `x5c` chain, which must lead to a
+/// trusted root (Apple Root CA - G3 unless told otherwise) as of the payload's `signedDate`, with
+/// Apple's marker extensions on the leaf and the intermediate; then the payload's bundle id and
+/// environment must be the expected ones. The crypto is swift-crypto's and swift-certificates'.
+///
+/// A chain that was validated once is remembered (leaf and intermediates, with the instants
+/// between which all its certificates are valid), so the next payload signed by the same leaf
+/// costs one signature check.
+public struct SignedPayloadVerifier: Sendable {
+    /// On the leaf: the certificate signs App Store receipts and payloads.
+    public static let leafMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 11, 1]
+    /// On the intermediate: Apple Worldwide Developer Relations.
+    public static let intermediateMarker: ASN1ObjectIdentifier = [1, 2, 840, 113_635, 100, 6, 2, 1]
+
+    let roots: [Certificate]
+    let chains = ValidatedChains()
+
+    /// - Parameter trustedRoots: the roots a chain may end in; Apple's own by default. A test
+    ///   root (the simulator's) is trusted only when an operator says so.
+    public init(trustedRoots: [Certificate] = [AppleRootCertificates.rootG3]) {
+        self.roots = trustedRoots
+    }
+
+    /// The payload of `jws`, once every check passed. `environment` nil accepts either.
+    public func verify<Payload: AppStoreSignedPayload>(
+        _ jws: String, as type: Payload.Type, bundleId: String, environment: StoreEnvironment?
+    ) async throws(SignedPayloadError) -> Payload {
+        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("a compact JWS has three dot-separated parts; this has \(parts.count)") }
+        guard let headerData = Self.base64URL(parts[0]), let payloadData = Self.base64URL(parts[1]),
+              let signatureData = Self.base64URL(parts[2])
+        else { throw .malformed("a part is not base64url") }
+
+        let header: JWSHeader
+        do { header = try JSONDecoder().decode(JWSHeader.self, from: headerData) } catch {
+            throw .malformed("the header is not a JSON object with alg and x5c")
+        }
+        guard header.alg == "ES256" else { throw .unsupportedAlgorithm(header.alg) }
+        guard let x5c = header.x5c, x5c.count >= 2 else {
+            throw .malformed("the header's x5c needs the leaf and the intermediate certificate (and may end with the root)")
+        }
+        var certificates: [Certificate] = []
+        for (index, text) in x5c.enumerated() {
+            guard let der = Data(base64Encoded: text), let certificate = try? Certificate(derEncoded: Array(der)) else {
+                throw .malformed("x5c[\(index)] is not a base64 DER certificate")
+            }
+            certificates.append(certificate)
+        }
+
+        let payload: Payload
+        do {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .millisecondsSince1970
+            payload = try decoder.decode(Payload.self, from: payloadData)
+        } catch {
+            throw .malformed("the payload is not a \(Payload.self): \(Self.describe(error))")
+        }
+
+        try await checkChain(certificates, at: payload.signedDate)
+        guard let key = P256.Signing.PublicKey(certificates[0].publicKey) else {
+            throw .untrustedChain("the leaf certificate's key is not a P-256 key")
+        }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+              key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+        else { throw .badSignature }
+
+        guard payload.payloadBundleId == bundleId else { throw .wrongBundle(expected: bundleId, found: payload.payloadBundleId) }
+        if let environment, payload.payloadEnvironment.flatMap(StoreEnvironment.init(responseValue:)) != environment {
+            throw .wrongEnvironment(expected: environment.responseValue, found: payload.payloadEnvironment)
+        }
+        return payload
+    }
+
+    /// The leaf and intermediates lead to a trusted root as of `date`, with Apple's markers.
+    func checkChain(_ certificates: [Certificate], at date: Date) async throws(SignedPayloadError) {
+        let key = certificates.map(\.fingerprintKey)
+        if await chains.isValid(key, at: date) { return }
+        // Validity first, in words: the verifier's own report names whole certificates.
+        for (index, certificate) in certificates.enumerated() where !roots.contains(certificate) {
+            guard certificate.notValidBefore <= date && date <= certificate.notValidAfter else {
+                throw .untrustedChain(
+                    "the \(index == 0 ? "leaf" : "intermediate") certificate '\(certificate.subject)' is valid from "
+                        + "\(Self.iso(certificate.notValidBefore)) to \(Self.iso(certificate.notValidAfter)), not at the payload's signedDate \(Self.iso(date))"
+                )
+            }
+        }
+        // The root a payload carries is never trusted for being there: only the configured roots are.
+        let intermediates = certificates.dropFirst().filter { candidate in !roots.contains(candidate) }
+        var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
+            RFC5280Policy(validationTime: date)
+            AppleMarkerPolicy()
+        }
+        switch await verifier.validate(leaf: certificates[0], intermediates: CertificateStore(intermediates)) {
+        case .validCertificate(let chain):
+            let all = Array(chain)
+            let from = all.map(\.notValidBefore).max() ?? date, until = all.map(\.notValidAfter).min() ?? date
+            await chains.remember(key, from: from, until: until)
+        case .couldNotValidate(let failures):
+            let reasons = failures.map { String(String(describing: $0.policyFailureReason).prefix(400)) }
+            throw .untrustedChain(reasons.isEmpty
+                ? "no chain from the leaf '\(certificates[0].subject)' reaches a trusted root (as of \(Self.iso(date)))"
+                : Array(Set(reasons)).sorted().joined(separator: "; ") + " (as of \(Self.iso(date)))")
+        }
+    }
+
+    static func base64URL(_ part: Substring) -> Data? {
+        guard part.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "=") }) else { return nil }
+        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        text = text.replacingOccurrences(of: "=", with: "")
+        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
+        return Data(base64Encoded: text)
+    }
+
+    static func iso(_ date: Date) -> String {
+        date.formatted(.iso8601)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): "\(key.stringValue) is missing"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            "\(context.codingPath.map(\.stringValue).joined(separator: ".")): \(context.debugDescription)"
+        default: "\(error)"
+        }
+    }
+}
+
+/// The protected header of an App Store JWS.
+struct JWSHeader: Decodable {
+    let alg: String
+    /// Base64 (not base64url) DER certificates: the leaf first.
+    let x5c: [String]?
+}
+
+/// Apple's markers: the leaf signs App Store payloads, the intermediate is Apple's WWDR CA.
+struct AppleMarkerPolicy: VerifierPolicy {
+    let verifyingCriticalExtensions: [ASN1ObjectIdentifier] = []
+
+    mutating func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
+        let certificates = Array(chain)
+        guard certificates.count >= 3 else {
+            return .failsToMeetPolicy(reason: "the chain has \(certificates.count) certificates; an App Store chain has a leaf, an intermediate and the root")
+        }
+        guard certificates[0].extensions[oid: SignedPayloadVerifier.leafMarker] != nil else {
+            return .failsToMeetPolicy(reason: "the leaf certificate lacks Apple's marker extension 1.2.840.113635.100.6.11.1")
+        }
+        guard certificates[1].extensions[oid: SignedPayloadVerifier.intermediateMarker] != nil else {
+            return .failsToMeetPolicy(reason: "the intermediate certificate lacks Apple's marker extension 1.2.840.113635.100.6.2.1")
+        }
+        return .meetsPolicy
+    }
+}
+
+/// Chains validated before, by their certificates, with the period they stay valid in.
+actor ValidatedChains {
+    private var valid: [[Data]: (from: Date, until: Date)] = [:]
+    private let capacity = 1_000
+
+    func isValid(_ key: [Data], at date: Date) -> Bool {
+        guard let window = valid[key] else { return false }
+        return window.from <= date && date <= window.until
+    }
+
+    func remember(_ key: [Data], from: Date, until: Date) {
+        if valid.count >= capacity { valid.removeAll(keepingCapacity: true) }
+        valid[key] = (from, until)
+    }
+}
+
+extension Certificate {
+    /// The certificate's DER, as a dictionary key.
+    var fingerprintKey: Data {
+        var serializer = DER.Serializer()
+        // A parsed certificate serializes back to the bytes it came from.
+        try? serializer.serialize(self)
+        return Data(serializer.serializedBytes)
+    }
+}
