@@ -126,7 +126,7 @@ let package = Package(
             name: "LedgerBenchmarks",
             dependencies: [
                 "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "LedgerHTTP",
-                "AppStore", "AppStoreSimulator", .asyncHTTPClient, .hummingbird, .logging, .nioCore, .nioHTTP1,
+                "AppStore", "AppStoreSimulator", .asyncHTTPClient, .crypto, .x509, .hummingbird, .logging, .nioCore, .nioHTTP1,
                 .postgresNIO, .serviceLifecycle,
             ],
             path: "Benchmarks/Sources/LedgerBenchmarks",

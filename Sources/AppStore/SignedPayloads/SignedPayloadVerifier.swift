@@ -56,14 +56,6 @@ public struct SignedPayloadVerifier: Sendable {
         guard let x5c = header.x5c, x5c.count >= 2 else {
             throw .malformed("the header's x5c needs the leaf and the intermediate certificate (and may end with the root)")
         }
-        var certificates: [Certificate] = []
-        for (index, text) in x5c.enumerated() {
-            guard let der = Data(base64Encoded: text), let certificate = try? Certificate(derEncoded: Array(der)) else {
-                throw .malformed("x5c[\(index)] is not a base64 DER certificate")
-            }
-            certificates.append(certificate)
-        }
-
         let payload: Payload
         do {
             let decoder = JSONDecoder()
@@ -73,11 +65,26 @@ public struct SignedPayloadVerifier: Sendable {
             throw .malformed("the payload is not a \(Payload.self): \(Self.describe(error))")
         }
 
-        try await checkChain(certificates, at: payload.signedDate)
-        guard let key = P256.Signing.PublicKey(certificates[0].publicKey) else {
-            throw .untrustedChain("the leaf certificate's key is not a P-256 key")
+        let keyBytes: Data
+        if let kept = await chains.leafKey(of: x5c, at: payload.signedDate) {
+            keyBytes = kept
+        } else {
+            var certificates: [Certificate] = []
+            for (index, text) in x5c.enumerated() {
+                guard let der = Data(base64Encoded: text), let certificate = try? Certificate(derEncoded: Array(der)) else {
+                    throw .malformed("x5c[\(index)] is not a base64 DER certificate")
+                }
+                certificates.append(certificate)
+            }
+            let window = try await checkChain(certificates, at: payload.signedDate)
+            guard let key = P256.Signing.PublicKey(certificates[0].publicKey) else {
+                throw .untrustedChain("the leaf certificate's key is not a P-256 key")
+            }
+            keyBytes = key.x963Representation
+            await chains.remember(x5c, leafKey: keyBytes, from: window.lowerBound, until: window.upperBound)
         }
-        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
+        guard let key = try? P256.Signing.PublicKey(x963Representation: keyBytes),
+              let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
               key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { throw .badSignature }
 
@@ -89,9 +96,8 @@ public struct SignedPayloadVerifier: Sendable {
     }
 
     /// The leaf and intermediates lead to a trusted root as of `date`, with Apple's markers.
-    func checkChain(_ certificates: [Certificate], at date: Date) async throws(SignedPayloadError) {
-        let key = certificates.map(\.fingerprintKey)
-        if await chains.isValid(key, at: date) { return }
+    /// Returns the period in which every certificate of the chain is valid.
+    func checkChain(_ certificates: [Certificate], at date: Date) async throws(SignedPayloadError) -> ClosedRange<Date> {
         // Validity first, in words: the verifier's own report names whole certificates.
         for (index, certificate) in certificates.enumerated() where !roots.contains(certificate) {
             guard certificate.notValidBefore <= date && date <= certificate.notValidAfter else {
@@ -111,7 +117,7 @@ public struct SignedPayloadVerifier: Sendable {
         case .validCertificate(let chain):
             let all = Array(chain)
             let from = all.map(\.notValidBefore).max() ?? date, until = all.map(\.notValidAfter).min() ?? date
-            await chains.remember(key, from: from, until: until)
+            return from...max(from, until)
         case .couldNotValidate(let failures):
             let reasons = failures.map { String(String(describing: $0.policyFailureReason).prefix(400)) }
             throw .untrustedChain(reasons.isEmpty
@@ -120,12 +126,23 @@ public struct SignedPayloadVerifier: Sendable {
         }
     }
 
+    /// Base64url (padding optional) to bytes, working on the UTF-8 bytes: a JWS header carries
+    /// three certificates, and character-level string work showed up as most of a verification.
     static func base64URL(_ part: Substring) -> Data? {
-        guard part.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" || $0 == "=") }) else { return nil }
-        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text = text.replacingOccurrences(of: "=", with: "")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        return Data(base64Encoded: text)
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(part.utf8.count + 3)
+        for byte in part.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                bytes.append(byte)
+            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
+            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
+            case UInt8(ascii: "="): continue
+            default: return nil
+            }
+        }
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4))
+        return Data(base64Encoded: Data(bytes))
     }
 
     static func iso(_ date: Date) -> String {
@@ -168,28 +185,19 @@ struct AppleMarkerPolicy: VerifierPolicy {
     }
 }
 
-/// Chains validated before, by their certificates, with the period they stay valid in.
+/// Chains validated before, by their `x5c` text, with the leaf's key and the period in which all
+/// their certificates are valid: a payload from a known leaf is checked without parsing a certificate.
 actor ValidatedChains {
-    private var valid: [[Data]: (from: Date, until: Date)] = [:]
+    private var valid: [[String]: (key: Data, from: Date, until: Date)] = [:]
     private let capacity = 1_000
 
-    func isValid(_ key: [Data], at date: Date) -> Bool {
-        guard let window = valid[key] else { return false }
-        return window.from <= date && date <= window.until
+    func leafKey(of x5c: [String], at date: Date) -> Data? {
+        guard let kept = valid[x5c], kept.from <= date, date <= kept.until else { return nil }
+        return kept.key
     }
 
-    func remember(_ key: [Data], from: Date, until: Date) {
+    func remember(_ x5c: [String], leafKey: Data, from: Date, until: Date) {
         if valid.count >= capacity { valid.removeAll(keepingCapacity: true) }
-        valid[key] = (from, until)
-    }
-}
-
-extension Certificate {
-    /// The certificate's DER, as a dictionary key.
-    var fingerprintKey: Data {
-        var serializer = DER.Serializer()
-        // A parsed certificate serializes back to the bytes it came from.
-        try? serializer.serialize(self)
-        return Data(serializer.serializedBytes)
+        valid[x5c] = (leafKey, from, until)
     }
 }

@@ -217,7 +217,9 @@
   function barChart(title, labels, series) {
     const width = 800, height = 260, left = 64, right = 8, top = 12, bottom = 42;
     const values = series.flatMap((s) => s.values);
-    const step = niceStep(Math.max(...values, 0) - Math.min(...values, 0));
+    const counts = values.every(Number.isInteger) && series.every((s) => s.texts.every((t) => !t.includes('.')));
+    const rawStep = niceStep(Math.max(...values, 0) - Math.min(...values, 0));
+    const step = counts ? Math.max(1, Math.ceil(rawStep)) : rawStep; // counts have whole ticks
     const max = Math.max(step, Math.ceil(Math.max(...values, 0) / step) * step);
     const min = Math.min(0, Math.floor(Math.min(...values, 0) / step) * step);
     const y = (v) => top + ((max - v) / (max - min)) * (height - top - bottom);
@@ -603,7 +605,7 @@
       link.click();
       link.remove();
       setTimeout(() => URL.revokeObjectURL(url), 60000);
-      status(`Downloaded ${name} (${blob.size} bytes): GET ${route.path}${queryString(spec.params)} with Accept: text/csv.`);
+      status(`Downloaded ${name} (${blob.size} bytes): GET ${route.path}${decodeURIComponent(queryString(spec.params))} with Accept: text/csv.`);
     } catch (error) {
       failed(error);
     }
