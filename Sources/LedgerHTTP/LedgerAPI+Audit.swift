@@ -89,7 +89,7 @@ extension LedgerAPI {
         let key = try await access.authorize(request, &context, scope: .finance)
         try await waitForAuditTrail(request, also: [.deviceDeliveries])
         let filter = try Self.auditFilter(request)
-        for field in ["type", "currency", "priced"] where request.uri.queryParameters.get(field) != nil {
+        for field in ["type", "currency", "priced", "productType"] where request.uri.queryParameters.get(field) != nil {
             throw APIError.invalidRequest("\(field) does not apply to restores: a restore moves no money; leave it out", field: field)
         }
         let audit = AuditQueries(client: client, logger: context.logger)
@@ -161,6 +161,14 @@ extension LedgerAPI {
         if let product = query.get("productId") { try validateIdentifier(product, field: "productId"); filter.productId = product }
         if let user = query.get("userId") { try validateIdentifier(user, field: "userId"); filter.userId = user }
         filter.currency = query.get("currency")
+        if let type = query.get("productType") {
+            guard let productType = ProductType(rawValue: type) else {
+                throw APIError.invalidRequest(
+                    "productType '\(type)' is not one of \(ProductType.allCases.map(\.rawValue).joined(separator: ", "))", field: "productType"
+                )
+            }
+            filter.productType = productType
+        }
         switch query.get("priced") {
         case nil: break
         case "true": filter.priced = true

@@ -156,6 +156,20 @@ import Testing
                 let apiCSV = try await api.send(.GET, "/v1/audit/events?environment=sandbox&currency=USD", key: api.keys["finance"], headers: [("Accept", "text/csv")])
                 #expect(tableCSV == apiCSV.body, "the table's CSV has \(tableCSV.count) bytes, the API's \(apiCSV.body.count)")
 
+                // The non-renewing table: the periods sold download is the API's CSV of exactly those rows,
+                // and the page counts as many sold as that query lists.
+                try browser.clearDownloads()
+                try await browser.click("#nonrenewing details.numbers summary")
+                try await browser.click("#nonrenewing button.download")
+                let soldCSV = try await browser.download(named: "audit-\(APIHarness.app).csv")
+                let soldQuery = "/v1/audit/events?environment=sandbox&type=purchase&productType=non_renewing"
+                #expect(soldCSV == (try await api.send(.GET, soldQuery, key: api.keys["finance"], headers: [("Accept", "text/csv")])).body)
+                let soldRows = (try await api.send(.GET, soldQuery, key: api.keys["finance"]).json["events"] as? [[String: Any]])?.count ?? -1
+                let soldShown = try await browser.run(
+                    "return [...document.querySelectorAll('#nonrenewing td[data-series$=\": sold\"]')].reduce((n, c) => n + Number(c.textContent), 0)"
+                ) as? Int
+                #expect(soldRows == 2 && soldShown == soldRows, "the page counts \(soldShown ?? -1) periods sold, the API lists \(soldRows)")
+
                 // Per month: each month's totals are its days' totals added up.
                 try await apply(browser, interval: "month")
                 let months = try await moneyShown(browser, currency: "USD")

@@ -146,6 +146,15 @@ import Testing
                 #expect(refused.status == 400 && refused.errorMessage?.contains(bad.split(separator: "=")[1]) == true, "\(bad): \(refused.text)")
             }
 
+            // productType narrows to the rows of one kind of product.
+            let passes = try await api.send(.GET, "/v1/audit/events?environment=sandbox&productType=non_renewing", key: finance).json["events"] as? [[String: Any]] ?? []
+            #expect(passes.count == 4 && passes.allSatisfy { $0["productId"] as? String == "season.pass" })
+            let consumables = try await api.send(.GET, "/v1/audit/summary?environment=sandbox&productType=consumable&groupBy=product", key: finance).json["rows"] as? [[String: Any]] ?? []
+            #expect(consumables.map { $0["productId"] as? String } == ["coins.100"] && consumables.first?["unpriced"] as? Int == 1, "\(consumables)")
+            let badType = try await api.send(.GET, "/v1/audit/events?productType=subscription", key: finance)
+            #expect(badType.status == 400 && badType.errorMessage?.contains("non_renewing") == true, "\(badType.text)")
+            #expect(try await api.send(.GET, "/v1/audit/restores?productType=non_renewing", key: finance).status == 400)
+
             let me = try await api.send(.GET, "/v1/key", key: finance)
             #expect(me.json["app"] as? String == APIHarness.app && me.json["scopes"] as? [String] == ["finance"], "\(me.text)")
         }

@@ -16,6 +16,7 @@ extension PostgresQuery.StringInterpolation {
         appendCondition("product_id = ", filter.productId)
         appendCondition("user_id = ", filter.userId)
         appendCondition("currency = ", filter.currency)
+        appendCondition("product_type = ", filter.productType?.rawValue)
         if let priced = filter.priced { appendLiteral(priced ? " AND price IS NOT NULL" : " AND price IS NULL") }
         appendCondition("environment = ", filter.environment.only?.rawValue)
     }

@@ -15,12 +15,15 @@ public struct AuditFilter: Sendable, Hashable {
     public var currency: String?
     /// true: rows with a price only; false: unpriced rows only (they are in no amount).
     public var priced: Bool?
+    /// Rows of products of this type only (as classified when the row was made; `unknown` for
+    /// products the catalog did not define).
+    public var productType: ProductType?
     /// Production unless asked: sandbox money is never revenue, so it is never mixed in unasked.
     public var environment: AuditEnvironment
 
     public init(
         from: Date? = nil, to: Date? = nil, events: [AuditEventKind] = [], productId: String? = nil,
-        userId: String? = nil, currency: String? = nil, priced: Bool? = nil, environment: AuditEnvironment = .production
+        userId: String? = nil, currency: String? = nil, priced: Bool? = nil, productType: ProductType? = nil, environment: AuditEnvironment = .production
     ) {
         self.from = from
         self.to = to
@@ -29,6 +32,7 @@ public struct AuditFilter: Sendable, Hashable {
         self.userId = userId
         self.currency = currency
         self.priced = priced
+        self.productType = productType
         self.environment = environment
     }
 

@@ -263,8 +263,10 @@
     return element('div', { class: 'chart' }, [svg, legend]);
   }
 
-  /// The numbers of a chart as a table; each number opens its rows; the CSV is the rows behind the whole table.
-  function numbersTable(caption, labels, series, download) {
+  /// The numbers of a chart as a table; each number opens its rows; the CSVs are the rows behind the whole table.
+  /// `downloads`: one query, or several as [{label, spec}] (a table drawn from two routes).
+  function numbersTable(caption, labels, series, downloads) {
+    const links = Array.isArray(downloads) ? downloads : [{ label: 'Download the rows behind this table (CSV)', spec: downloads }];
     const head = element('tr', {}, [element('th', { scope: 'col', text: 'Interval' }),
       ...series.map((s) => element('th', { scope: 'col', class: 'number', text: s.name }))]);
     const body = labels.map((label, i) => element('tr', { 'data-bucket': label }, [
@@ -278,7 +280,7 @@
     return element('details', { class: 'numbers' }, [
       element('summary', { text: 'Numbers: ' + caption }),
       element('div', { class: 'table-wrap' }, [table]),
-      element('button', { type: 'button', class: 'download', text: 'Download the rows behind this table (CSV)', onclick: () => downloadCSV(download) }),
+      ...links.map((link) => element('button', { type: 'button', class: 'download', text: link.label, onclick: () => downloadCSV(link.spec) })),
     ]);
   }
 
@@ -400,7 +402,7 @@
           const range = bucketQuery(buckets[i], filters);
           return {
             title: `Active ${product}, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
-            params: { productId: product, userId: filters.userId, type: 'purchase,renewal', to: range.to, environment: filters.environment },
+            params: { productId: product, userId: filters.userId, type: 'purchase,renewal', productType: 'auto_renewable', to: range.to, environment: filters.environment },
             note: `The ${counts[i]} subscriptions counted are the original transactions of the rows marked “active”: a period [purchase date, expires date) that overlaps ${range.from} – ${range.to} and was not refunded.`,
             mark: (row) => row.productType === 'auto_renewable' && !row.revoked && row.expiresDate
               && Date.parse(row.purchaseDate) < Date.parse(range.to) && Date.parse(row.expiresDate) > Date.parse(range.from),
@@ -411,16 +413,14 @@
     const labels = buckets.map((b) => bucketLabel(b, filters.interval));
     const title = `Active auto-renewable subscriptions per ${filters.interval}, by product`;
     box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
-      route: 'events', params: { productId: filters.productId, userId: filters.userId, type: 'purchase,renewal', to: filters.to, environment: filters.environment },
+      route: 'events', params: { productId: filters.productId, userId: filters.userId, type: 'purchase,renewal', productType: 'auto_renewable', to: filters.to, environment: filters.environment },
     }));
   }
 
   /// Non-renewing periods sold, and the ledger's restores of them to new devices, per interval and product.
-  function drawNonRenewing(filters, rows, restores) {
+  function drawNonRenewing(filters, sold, restores) {
     const box = $('nonrenewing');
     box.replaceChildren();
-    const sold = rows.filter((row) => row.productType === 'non_renewing' && row.event === 'purchase'
-      && (!filters.from || row.occurredAt >= filters.from));
     const restored = restores.filter((row) => row.restoredAt);
     if (sold.length === 0 && restored.length === 0) {
       box.append(empty(emptyText(filters, 'non-renewing subscription periods sold or restored')));
@@ -437,7 +437,7 @@
       series.push({
         name: `${product}: sold`, color: (2 * j) % 6, values: soldCounts, texts: soldCounts.map(String),
         drill: (i) => ({ title: `${product} sold, ${bucketLabel(buckets[i], filters.interval)}`, route: 'events',
-          params: Object.assign({ productId: product, userId: filters.userId, type: 'purchase', environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
+          params: Object.assign({ productId: product, userId: filters.userId, type: 'purchase', productType: 'non_renewing', environment: filters.environment }, bucketQuery(buckets[i], filters)) }),
       });
       series.push({
         name: `${product}: restored to new devices`, color: 4, values: restoredCounts, texts: restoredCounts.map(String),
@@ -447,9 +447,11 @@
     });
     const labels = buckets.map((b) => bucketLabel(b, filters.interval));
     const title = `Non-renewing periods sold and restored to new devices per ${filters.interval}`;
-    box.append(barChart(title, labels, series), numbersTable(title, labels, series, {
-      route: 'restores', params: { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment },
-    }));
+    const scope = { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment };
+    box.append(barChart(title, labels, series), numbersTable(title, labels, series, [
+      { label: 'Download the periods sold (CSV)', spec: { route: 'events', params: Object.assign({ type: 'purchase', productType: 'non_renewing' }, scope) } },
+      { label: 'Download the restores (CSV)', spec: { route: 'restores', params: scope } },
+    ]));
   }
 
   function drawWarnings(filters, unpriced, unclassified) {
@@ -495,11 +497,12 @@
     status('Loading…');
     try {
       const base = baseQuery(filters);
-      const [money, unclassified, products, periods, restores, ...counts] = await Promise.all([
+      const [money, unclassified, products, periods, sold, restores, ...counts] = await Promise.all([
         getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day,currency' }, base)),
         getJSON('/v1/audit/unclassified'),
         getJSON('/v1/audit/summary', { environment: filters.environment, groupBy: 'product' }),
-        allPages('/v1/audit/events', { to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment, type: 'purchase,renewal' }, 'events'),
+        allPages('/v1/audit/events', { to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment, type: 'purchase,renewal', productType: 'auto_renewable' }, 'events'),
+        allPages('/v1/audit/events', { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment, type: 'purchase', productType: 'non_renewing' }, 'events'),
         allPages('/v1/audit/restores', { from: filters.from, to: filters.to, productId: filters.productId, userId: filters.userId, environment: filters.environment }, 'restores'),
         ...filters.types.map((type) => getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day' }, baseQuery(filters, [type])))),
       ]);
@@ -511,7 +514,7 @@
       drawMoney(filters, money.rows);
       drawCounts(filters, byType);
       drawSubscriptions(filters, periods);
-      drawNonRenewing(filters, periods, restores);
+      drawNonRenewing(filters, sold, restores);
       status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}${filters.userId ? ', user ' + filters.userId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
       document.body.dataset.loaded = String(run);
     } catch (error) {
