@@ -1,6 +1,7 @@
 import AppStore
 import Crypto
 import Foundation
+import LedgerDomain
 import SwiftASN1
 import X509
 
@@ -99,16 +100,9 @@ public struct SimulatorCertificateAuthority: Sendable {
             return Data(serializer.serializedBytes).base64EncodedString()
         }
         let header = try JSONSerialization.data(withJSONObject: ["alg": "ES256", "x5c": x5c], options: [.sortedKeys])
-        let signingInput = Self.base64URL(header) + "." + Self.base64URL(payload)
+        let signingInput = Base64URL.encode(header) + "." + Base64URL.encode(payload)
         let leafKey = try P256.Signing.PrivateKey(rawRepresentation: leafKeyBytes)
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + Self.base64URL(signature.rawRepresentation)
-    }
-
-    static func base64URL(_ data: Data) -> String {
-        data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
 }

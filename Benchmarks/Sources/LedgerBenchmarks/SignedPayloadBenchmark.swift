@@ -110,7 +110,7 @@ public struct SignedPayloadBenchmark: Sendable {
         guard let key = P256.Signing.PublicKey(authority.leaf.publicKey) else { throw StoreError.invalidInput("the simulator's leaf key is not P-256") }
         let inputs = try signed.map { jws -> (Data, P256.Signing.ECDSASignature) in
             let parts = jws.split(separator: ".")
-            return (Data("\(parts[0]).\(parts[1])".utf8), try P256.Signing.ECDSASignature(rawRepresentation: Self.base64URL(parts[2])))
+            return (Data("\(parts[0]).\(parts[1])".utf8), try P256.Signing.ECDSASignature(rawRepresentation: Base64URL.decode(parts[2]) ?? Data()))
         }
         var bareTimes: [Double] = []
         bareTimes.reserveCapacity(inputs.count)
@@ -154,11 +154,5 @@ public struct SignedPayloadBenchmark: Sendable {
 
     static func seconds(_ duration: Duration) -> Double {
         microseconds(duration) / 1e6
-    }
-
-    static func base64URL(_ part: Substring) -> Data {
-        var text = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        text += String(repeating: "=", count: (4 - text.count % 4) % 4)
-        return Data(base64Encoded: text) ?? Data()
     }
 }

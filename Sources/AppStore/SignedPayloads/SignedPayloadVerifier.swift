@@ -44,8 +44,8 @@ public struct SignedPayloadVerifier: Sendable {
     ) async throws(SignedPayloadError) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("a compact JWS has three dot-separated parts; this has \(parts.count)") }
-        guard let headerData = Self.base64URL(parts[0]), let payloadData = Self.base64URL(parts[1]),
-              let signatureData = Self.base64URL(parts[2])
+        guard let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
+              let signatureData = Base64URL.decode(parts[2])
         else { throw .malformed("a part is not base64url") }
 
         let header: JWSHeader
@@ -124,25 +124,6 @@ public struct SignedPayloadVerifier: Sendable {
                 ? "no chain from the leaf '\(certificates[0].subject)' reaches a trusted root (as of \(Self.iso(date)))"
                 : Array(Set(reasons)).sorted().joined(separator: "; ") + " (as of \(Self.iso(date)))")
         }
-    }
-
-    /// Base64url (padding optional) to bytes, working on the UTF-8 bytes: a JWS header carries
-    /// three certificates, and character-level string work showed up as most of a verification.
-    static func base64URL(_ part: Substring) -> Data? {
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(part.utf8.count + 3)
-        for byte in part.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                bytes.append(byte)
-            case UInt8(ascii: "-"): bytes.append(UInt8(ascii: "+"))
-            case UInt8(ascii: "_"): bytes.append(UInt8(ascii: "/"))
-            case UInt8(ascii: "="): continue
-            default: return nil
-            }
-        }
-        bytes.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (4 - bytes.count % 4) % 4))
-        return Data(base64Encoded: Data(bytes))
     }
 
     static func iso(_ date: Date) -> String {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerDomain
 import Logging
 import PostgresNIO
 
@@ -245,7 +246,6 @@ public struct AppRegistry: Sendable {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
         if hex { return bytes.map { String(format: "%02x", $0) }.joined() }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return Base64URL.encode(bytes)
     }
 }

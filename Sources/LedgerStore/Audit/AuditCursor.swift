@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 import LedgerProjections
 
 /// Where a page of the audit trail ended: an opaque, URL-safe token for the next page.
@@ -36,16 +37,12 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         // Encoding a struct of strings and integers cannot fail.
-        let data = (try? encoder.encode(payload)) ?? Data()
-        return data.base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        return Base64URL.encode((try? encoder.encode(payload)) ?? Data())
     }
 
     /// The payload of a token `token` made, or nil when the text is not one.
     static func payload<Payload: Decodable>(_ text: String, as type: Payload.Type) -> Payload? {
-        guard text.utf8.count <= 2_048, let data = base64URLDecode(text) else { return nil }
+        guard text.utf8.count <= 2_048, let data = Base64URL.decode(text) else { return nil }
         return try? JSONDecoder().decode(type, from: data)
     }
 
@@ -56,12 +53,5 @@ public struct AuditCursor: Sendable, Hashable, CustomStringConvertible {
         let a: String
         let p: Int64
         let e: AuditEventKind
-    }
-
-    private static func base64URLDecode(_ text: String) -> Data? {
-        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
     }
 }
