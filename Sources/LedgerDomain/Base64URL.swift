@@ -6,8 +6,13 @@ import Foundation
 /// string work (`Character.isLetter`, `replacingOccurrences`) was most of a verification's cost.
 public enum Base64URL {
     /// The text of `bytes`, unpadded.
-    public static func encode(_ bytes: some DataProtocol) -> String {
-        var text = Array(Data(bytes).base64EncodedString().utf8)
+    public static func encode(_ bytes: [UInt8]) -> String {
+        encode(Data(bytes))
+    }
+
+    /// The text of `data`, unpadded.
+    public static func encode(_ data: Data) -> String {
+        var text = Array(data.base64EncodedString().utf8)
         text.removeAll { $0 == UInt8(ascii: "=") }
         for index in text.indices {
             if text[index] == UInt8(ascii: "+") { text[index] = UInt8(ascii: "-") } else if text[index] == UInt8(ascii: "/") { text[index] = UInt8(ascii: "_") }
@@ -16,7 +21,13 @@ public enum Base64URL {
     }
 
     /// The bytes of `text` (padding optional), or nil when it holds anything but the base64url alphabet.
-    public static func decode(_ text: some StringProtocol) -> Data? {
+    public static func decode(_ text: String) -> Data? {
+        decode(Substring(text))
+    }
+
+    /// Not generic on purpose: across modules a generic `StringProtocol` reading went unspecialized
+    /// and cost a JWS verification about 40% more (p50 237 µs against 166).
+    public static func decode(_ text: Substring) -> Data? {
         var bytes = [UInt8]()
         bytes.reserveCapacity(text.utf8.count + 3)
         for byte in text.utf8 {
