@@ -21,6 +21,10 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case post
         /// A `pending_renewal_info` entry of an original transaction (keyed by its fields' digest).
         case renewalInfo = "renewal_info"
+        /// An App Store Server Notification, by its `notificationUUID`: where it was first recorded.
+        case notification
+        /// A notification copied from the app's notifications stream to the user who appeared for it.
+        case notificationApplied = "notification_applied"
 
         /// The kinds under which a transaction was claimed by a user's stream, old and new: the
         /// first observation, and before facts were recorded, the verdicts.

@@ -1,13 +1,15 @@
 /// The name of a stream: the unit of consistency of the log.
 ///
-/// Two kinds of stream exist, and this type alone spells and parses their names:
+/// Three kinds of stream exist, and this type alone spells and parses their names:
 /// `user/<bundle id>/<user id>`, one per (app, user) pair, which a command reads, decides on and
-/// appends to with the version it read; and `catalog/<bundle id>`, the app's product definitions.
+/// appends to with the version it read; `catalog/<bundle id>`, the app's product definitions; and
+/// `notifications/<bundle id>`, App Store notifications no user of the app held yet.
 public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     /// What a stream is about, parsed from its name.
     public enum Kind: Hashable, Sendable {
         case user(app: String, user: String)
         case catalog(app: String)
+        case notifications(app: String)
     }
 
     public let rawValue: String
@@ -31,6 +33,11 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         try StreamID(catalogPrefix + bundleID)
     }
 
+    /// The app's notifications that no user held when they came.
+    public static func notifications(app bundleID: String) throws(LedgerInputError) -> StreamID {
+        try StreamID(notificationsPrefix + bundleID)
+    }
+
     /// What every user stream of the app starts with, for prefix scans of the log.
     public static func userPrefix(app bundleID: String) -> String {
         "\(userPrefix)\(bundleID)/"
@@ -38,6 +45,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
 
     private static let userPrefix = "user/"
     private static let catalogPrefix = "catalog/"
+    private static let notificationsPrefix = "notifications/"
 
     /// The kind of a stored stream name; nil for a name neither kind has.
     public static func kind(of rawValue: String) -> Kind? {
@@ -51,6 +59,10 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         if rawValue.hasPrefix(catalogPrefix) {
             let app = String(rawValue.dropFirst(catalogPrefix.count))
             return app.isEmpty ? nil : .catalog(app: app)
+        }
+        if rawValue.hasPrefix(notificationsPrefix) {
+            let app = String(rawValue.dropFirst(notificationsPrefix.count))
+            return app.isEmpty ? nil : .notifications(app: app)
         }
         return nil
     }

@@ -4,6 +4,9 @@ public enum APILimits {
     public static let receiptBodyBytes = 2 * 1024 * 1024
     /// `receiptData` itself.
     public static let receiptDataCharacters = 1_500_000
+    /// A StoreKit 2 transaction or an App Store notification: a few kilobytes, its chain included.
+    public static let signedPayloadCharacters = 64 * 1024
+    public static let signedPayloadBodyBytes = 80 * 1024
     /// Every other request body.
     public static let commandBodyBytes = 64 * 1024
     /// Ids: bundle, user, device, product, transaction.

@@ -10,12 +10,15 @@ public struct APIRoute: Hashable, Sendable, CustomStringConvertible {
     public let scope: APIScope?
     /// A valid key of any scope is needed (the route describes the key itself).
     public let anyKey: Bool
+    /// Takes no key: the body's signature authenticates it (Apple's notifications).
+    public let signed: Bool
 
-    public init(_ method: HTTPRequest.Method, _ path: String, _ scope: APIScope?, anyKey: Bool = false) {
+    public init(_ method: HTTPRequest.Method, _ path: String, _ scope: APIScope?, anyKey: Bool = false, signed: Bool = false) {
         self.method = method
         self.path = path
         self.scope = scope
         self.anyKey = anyKey
+        self.signed = signed
     }
 
     /// The path in Hummingbird's form, e.g. `/v1/apps/:bundleId/products`.
@@ -37,6 +40,8 @@ public enum APIRoutes {
         APIRoute(.put, "/v1/apps/{bundleId}/products/{productId}", .admin),
         APIRoute(.get, "/v1/apps/{bundleId}/products", .read),
         APIRoute(.post, "/v1/apps/{bundleId}/receipts", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/transactions", .ingest),
+        APIRoute(.post, "/v1/apps/{bundleId}/notifications", nil, signed: true),
         APIRoute(.post, "/v1/apps/{bundleId}/transactions/{transactionId}/finish", .ingest),
         APIRoute(.post, "/v1/apps/{bundleId}/failures", .ingest),
         APIRoute(.post, "/v1/apps/{bundleId}/transactions/{transactionId}/revoke", .admin),

@@ -77,43 +77,63 @@ extension LedgerAPI {
 
         let receipt = try await verify(body.receiptData, app: app, context: context)
         let answer = receipt.appStoreAnswer
-        // An answer the log could not hold is refused before anything of it is kept.
-        try answer.checkRecordable(app: app)
-        // Kept before any fact that names it is appended, and only then: a post refused before its
-        // append (below) keeps nothing.
         let document = ReceiptArchive.Document(
             app: app, receiptHash: answer.receiptHash, receiptData: body.receiptData, answerHash: answer.answerHash,
             environment: answer.environment.rawValue, status: answer.status, answeredAt: answer.answeredAt, answer: receipt.answer
         )
+        return try await record(answer, document: document, app: app, userId: body.userId, deviceId: body.deviceId,
+                                price: body.price, currency: body.currency, context)
+    }
+
+    /// Records what an App Store answer (a verified receipt, or a verified StoreKit 2
+    /// transaction) says for a user's device, and answers what was recorded.
+    ///
+    /// The document is kept before any fact that names it is appended, and only then: a post
+    /// refused before its append keeps nothing. Transactions another user holds are left out: a
+    /// transaction is held elsewhere when its own id is, or its original's (a renewal, upgrade or
+    /// restore of another user's purchase, on a shared device's receipt, is theirs too). Any other
+    /// fact of the post keyed by what another user recorded first (renewal info naming the same
+    /// original transaction with the same fields) refuses the post (409) before anything is kept.
+    /// When another user's post of one of them lands between these checks and the append, the
+    /// append records nothing and the post is decided again. Notifications that waited for these
+    /// transactions' user (`NotificationRouting`) are copied to the user's stream in the same append.
+    func record(
+        _ answer: AppStoreAnswer, document: ReceiptArchive.Document, app: String, userId: String, deviceId: String,
+        price: String?, currency: String?, _ context: LedgerRequestContext
+    ) async throws -> Response {
+        // An answer the log could not hold is refused before anything of it is kept.
+        try answer.checkRecordable(app: app)
         let keep = { try await receipts.keep(document) }
-        let claimed = Array(Set(receipt.transactions.flatMap { [$0.transactionId, $0.originalTransactionId] }))
-        // Transactions another user holds are left out: a transaction is held elsewhere when its own
-        // id is, or its original's (a renewal, upgrade or restore of another user's purchase, on a
-        // shared device's receipt, is theirs too). Any other fact of the post keyed by what another
-        // user recorded first (renewal info naming the same original transaction with the same
-        // fields) refuses the post (409) before anything is kept. When another user's post of one
-        // of them lands between these checks and the append, the append records nothing and the
-        // post is decided again.
+        let fields = answer.transactions.map(AppStoreFields.init)
+        let claimed = Array(Set(fields.flatMap { [$0.transactionId, $0.originalTransactionId].compactMap { $0 } }))
         var attempt = 0
         var elsewhere: [String: Int64]
         var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
         while true {
             attempt += 1
-            let held = try await handler.transactionsHeldElsewhere(claimed, app: app, environment: receipt.environment, user: body.userId)
+            let held = try await handler.transactionsHeldElsewhere(claimed, app: app, environment: answer.environment, user: userId)
             elsewhere = [:]
-            for transaction in receipt.transactions {
-                if let position = held[transaction.transactionId] ?? held[transaction.originalTransactionId] {
-                    elsewhere[transaction.transactionId] = position
+            for transaction in fields {
+                guard let id = transaction.transactionId else { continue }
+                if let position = held[id] ?? transaction.originalTransactionId.flatMap({ held[$0] }) {
+                    elsewhere[id] = position
                 }
             }
+            let mine = fields.filter { $0.transactionId.map { elsewhere[$0] == nil } ?? false }
+            let waiting = try await notificationRouting.waiting(
+                app: app, environment: answer.environment,
+                originals: Array(Set(mine.compactMap { $0.originalTransactionId ?? $0.transactionId })),
+                tokens: Array(Set(mine.compactMap { $0["appAccountToken"] }))
+            )
             do {
-                outcome = try await execute(app: app, user: body.userId, context, beforeAppend: keep) { [elsewhere] state, _ in
+                outcome = try await execute(app: app, user: userId, context, beforeAppend: keep) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
-                        answer, app: app, deviceId: body.deviceId, price: body.price, currency: body.currency,
+                        answer, app: app, deviceId: deviceId, price: price, currency: currency,
                         excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
                     )
                     let duplicates = decision.duplicates.map { DuplicateItem(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
-                    return (decision.events, duplicates)
+                    let applied = try Self.applyWaiting(waiting, app: app, after: decision.events, on: state)
+                    return (decision.events + applied, duplicates)
                 }
                 break
             } catch let error as CommandError where error.code == .ownedByAnotherUser && attempt < 3 {
@@ -147,7 +167,7 @@ extension LedgerAPI {
         // Nothing new: the answer names where the receipt's transactions already are.
         let position = outcome.append == nil && !duplicates.isEmpty
             ? duplicates.map(\.position).max()!
-            : try await position(of: outcome, app: app, user: body.userId)
+            : try await position(of: outcome, app: app, user: userId)
         struct Answer: Encodable {
             let position: Int64
             let environment: String
@@ -157,10 +177,27 @@ extension LedgerAPI {
             let entitlements: EntitlementsBody
         }
         return try APIJSON.response(Answer(
-            position: position, environment: receipt.environment.rawValue, recorded: recorded,
+            position: position, environment: answer.environment.rawValue, recorded: recorded,
             duplicates: duplicates.sorted { $0.position < $1.position }, notRecorded: notRecorded,
-            entitlements: EntitlementsBody(userId: body.userId, position: position, state: outcome.state, catalog: outcome.catalog)
+            entitlements: EntitlementsBody(userId: userId, position: position, state: outcome.state, catalog: outcome.catalog)
         ))
+    }
+
+    /// The waiting notifications' facts for a user's stream, after `events` (decided on `state`):
+    /// each notification the stream does not hold yet, copied with what it says that is news.
+    static func applyWaiting(
+        _ waiting: [AppStoreNotificationReceived], app: String, after events: [PendingEvent], on state: UserLedger
+    ) throws(DecisionError) -> [PendingEvent] {
+        guard !waiting.isEmpty else { return [] }
+        var next = state
+        for event in events { next.apply(event.event, version: next.version + 1) }
+        var applied: [PendingEvent] = []
+        for notification in waiting where !next.facts.notifications.contains(where: { $0.uuid == notification.notificationUUID }) {
+            let copied = try UserDecisions.observeNotification(notification, app: app, applied: true, digest: AppStoreReceiptVerifier.sha256Hex, on: next)
+            for event in copied { next.apply(event.event, version: next.version + 1) }
+            applied += copied
+        }
+        return applied
     }
 
     /// Asks the App Store; its refusals become 422, its absence 503.
@@ -225,6 +262,9 @@ extension LedgerAPI.RecordedItem {
         case .subscriptionRestoredToDevice: self.init(transactionId: nil, productId: nil, kind: "subscription_restore", position: position)
         case .subscriptionExpiryReported(let e):
             self.init(transactionId: e.transactionId, productId: nil, kind: "expiry_report", position: position)
+        case .appStoreNotificationReceived(let e):
+            let fields = e.transaction.map(AppStoreFields.init)
+            self.init(transactionId: fields?.transactionId ?? e.originalTransactionId, productId: fields?.productId, kind: "notification", position: position)
         }
     }
 }

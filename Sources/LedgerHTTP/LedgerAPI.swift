@@ -16,10 +16,17 @@ public struct LedgerAPI: Sendable {
         public var readWaitTimeout: Duration
         /// How long a request body may take to arrive, all of it; past it, 408 and nothing recorded.
         public var bodyReadTimeout: Duration
+        /// Checks StoreKit 2 transactions and App Store notifications: Apple's root only, unless
+        /// an operator trusts a test root too (`--trust-simulator-root`).
+        public var signedPayloads: SignedPayloadVerifier
 
-        public init(readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30)) {
+        public init(
+            readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30),
+            signedPayloads: SignedPayloadVerifier = SignedPayloadVerifier()
+        ) {
             self.readWaitTimeout = readWaitTimeout
             self.bodyReadTimeout = bodyReadTimeout
+            self.signedPayloads = signedPayloads
         }
     }
 
@@ -31,6 +38,7 @@ public struct LedgerAPI: Sendable {
     let idempotency: IdempotencyStore
     let reads: UserReadModels
     let receipts: ReceiptArchive
+    let notificationRouting: NotificationRouting
     let verifier: any ReceiptVerifier
     let client: DatabasePool
     let logger: Logger
@@ -51,6 +59,7 @@ public struct LedgerAPI: Sendable {
         self.idempotency = IdempotencyStore(client: client, logger: logger)
         self.reads = UserReadModels(client: client, board: changes?.projections, cache: changes?.entitlements, logger: logger)
         self.receipts = ReceiptArchive(client: client, logger: logger)
+        self.notificationRouting = NotificationRouting(client: client, logger: logger)
         self.verifier = verifier
         self.client = client
         self.logger = logger
@@ -61,6 +70,8 @@ public struct LedgerAPI: Sendable {
         apps.put("products/:productId") { try await defineProduct($0, $1) }
         apps.get("products") { try await products($0, $1) }
         apps.post("receipts") { try await ingestReceipt($0, $1) }
+        apps.post("transactions") { try await ingestSignedTransaction($0, $1) }
+        apps.post("notifications") { try await receiveNotification($0, $1) }
         apps.post("transactions/:transactionId/finish") { try await finish($0, $1) }
         apps.post("failures") { try await recordFailure($0, $1) }
         apps.post("transactions/:transactionId/revoke") { try await revoke($0, $1) }

@@ -156,7 +156,7 @@ struct ProjectionBatchWriter: Sendable {
         let rows = try await client.query(
             """
             SELECT DISTINCT stream_id FROM ledger.events
-            WHERE COALESCE(data -> 'fields' ->> 'product_id', data ->> 'productId') = \(definition.product.productId)
+            WHERE COALESCE(data -> 'fields' ->> 'product_id', data -> 'fields' ->> 'productId', data ->> 'productId') = \(definition.product.productId)
               AND "position" < \(event.position) AND starts_with(stream_id, \(StreamID.userPrefix(app: app)))
             """,
             logger: logger

@@ -70,6 +70,12 @@ struct Serve: AsyncParsableCommand {
     ))
     var entitlementCacheUsers: Int?
 
+    @Option(help: ArgumentHelp(
+        "Also trust this PEM root for StoreKit 2 transactions and App Store notifications (default: $LEDGER_TRUST_SIMULATOR_ROOT; none).",
+        discussion: "For the simulator's test root (ledger appstore-sim --root-out FILE). Apple's root is always trusted; never set this in production."
+    ))
+    var trustSimulatorRoot: String?
+
     func run() async throws {
         let logger = try options.makeLogger()
         let environment = ProcessInfo.processInfo.environment
@@ -102,16 +108,31 @@ struct Serve: AsyncParsableCommand {
             stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
             longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction
         )
+        let signedPayloads = try Self.signedPayloadVerifier(trustSimulatorRoot ?? environment["LEDGER_TRUST_SIMULATOR_ROOT"], logger: logger)
         let secrets = try options.secretSealer()
         var roles = try await options.databaseRoles(logger: logger)
         if !migrate { roles.owner = nil }
         let configuration = LedgerServer.Configuration(
             host: host, port: port,
-            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead)),
+            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead), signedPayloads: signedPayloads),
             idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health,
             entitlementCacheUsers: cacheUsers
         )
         try await Self.serve(roles: roles, configuration: configuration, appStore: appStore, secrets: secrets, logger: logger) { _ in }
+    }
+
+    /// Apple's root, and a test root only when told (with a warning: it must never reach production).
+    static func signedPayloadVerifier(_ testRoot: String?, logger: Logger) throws -> SignedPayloadVerifier {
+        do {
+            let verifier = try SignedPayloadVerifier.trusting(testRootPEM: testRoot.flatMap { $0.isEmpty ? nil : $0 })
+            if testRoot?.isEmpty == false {
+                logger.warning("trusting a test root for signed payloads besides Apple's: StoreKit 2 transactions and notifications it signs are recorded; never in production",
+                               metadata: ["ledger.signed_payload_roots": "\(verifier.trustedRootSubjects.joined(separator: "; "))"])
+            }
+            return verifier
+        } catch let error as TestRootError {
+            throw CommandFailure(message: "--trust-simulator-root (or LEDGER_TRUST_SIMULATOR_ROOT): \(error.message)")
+        }
     }
 
     /// A whole number of seconds from an environment variable, nil when it is not set.

@@ -67,6 +67,18 @@ struct GoldenSample: Sendable, CustomStringConvertible {
                          "auto_renew_product_id": "com.example.app.pro.monthly"],
                 receiptHash: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", answeredAt: utc("2013-01-20T08:00:00.000Z")
             )),
+            GoldenSample(AppStoreNotificationReceived(
+                notificationUUID: "002e14d5-51f5-4503-b5a8-c3a1af68eb20", notificationType: "REFUND", subtype: nil, environment: .production,
+                signedDate: utc("2013-01-05T16:30:00.250Z"),
+                fields: ["version": "2.0", "data.appAppleId": "1234567890", "data.bundleId": "com.example.app", "data.bundleVersion": "1.2",
+                         "data.environment": "Production"],
+                transaction: ["transactionId": "1000000012345678", "originalTransactionId": "1000000012345678",
+                              "productId": "com.example.app.coins.100", "type": "Consumable", "quantity": "2", "price": "990", "currency": "USD",
+                              "purchaseDate": "1356998400000", "revocationDate": "1357403400250", "revocationReason": "0",
+                              "inAppOwnershipType": "PURCHASED", "bundleId": "com.example.app", "environment": "Production",
+                              "signedDate": "1357403400250"],
+                renewalInfo: nil, payloadHash: "3a6eb0790f39ac87c94f3856b2dd2c5d110e6811602261a9a923d3bb23adc8b7"
+            )),
         ]
     }()
 }

@@ -46,6 +46,14 @@ import Testing
                         #expect(foreign.json["app"] as? String == "com.other.app", "a key describes its own app only: \(foreign.text)")
                         continue
                     }
+                    if route.signed {
+                        // No key is asked for, and none helps: an unsigned body is refused for what it is.
+                        for key in [nil, api.allKey] {
+                            let unsigned = try await api.send(method, path, key: key, json: ["signedPayload": "a.b.c"])
+                            #expect(unsigned.status == 422 && unsigned.errorCode == "invalid_notification", "\(route): \(unsigned.text)")
+                        }
+                        continue
+                    }
                     let open = try await api.send(method, path, key: nil)
                     #expect(open.status == 200, "\(route) without a key: \(open.status)")
                     continue

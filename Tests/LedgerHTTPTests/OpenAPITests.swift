@@ -120,8 +120,14 @@ struct OpenAPITests {
             let schema = try #require((content["application/json"] as? [String: Any])?["schema"] as? [String: Any])
             return ("\(method.uppercased()) \(path)", try resolve(schema))
         }
-        // PUT product, receipts, finish, failures, revoke, consumptions; restore has no body.
-        #expect(bodies.count == 6)
+        // PUT product, receipts, signed transactions, notifications, finish, failures, revoke,
+        // consumptions; restore has no body.
+        #expect(bodies.count == 8)
+        for (route, field) in [("POST /v1/apps/{bundleId}/transactions", "signedTransaction"), ("POST /v1/apps/{bundleId}/notifications", "signedPayload")] {
+            let schema = try #require(bodies.first { $0.0 == route }?.1)
+            #expect((schema["required"] as? [String] ?? []).contains(field), "\(route)")
+            #expect((schema["properties"] as? [String: [String: Any]])?[field]?["maxLength"] as? Int == APILimits.signedPayloadCharacters, "\(route)")
+        }
         let receipt = try #require(bodies.first { $0.0 == "POST /v1/apps/{bundleId}/receipts" }?.1)
         #expect(Set(receipt["required"] as? [String] ?? []) == ["userId", "deviceId", "receiptData"])
         let properties = try #require(receipt["properties"] as? [String: [String: Any]])

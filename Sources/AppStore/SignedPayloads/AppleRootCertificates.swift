@@ -28,3 +28,32 @@ public enum AppleRootCertificates {
         }
     }()
 }
+
+extension SignedPayloadVerifier {
+    /// Apple's root and, when `testRootPEM` names a file, the test root in it (the simulator's,
+    /// `ledger appstore-sim --root-out`): for tests and demos, never production.
+    public static func trusting(testRootPEM path: String?) throws -> SignedPayloadVerifier {
+        guard let path else { return SignedPayloadVerifier() }
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw TestRootError(message: "the test root file '\(path)' cannot be read: \(error.localizedDescription)")
+        }
+        do {
+            let root = try Certificate(pemEncoded: text)
+            return SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, root])
+        } catch {
+            throw TestRootError(message: "the test root file '\(path)' is not a PEM certificate")
+        }
+    }
+
+    /// The subjects of the roots a chain may end in, for the start-up log.
+    public var trustedRootSubjects: [String] { roots.map { "\($0.subject)" } }
+}
+
+/// A test root that could not be loaded.
+public struct TestRootError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

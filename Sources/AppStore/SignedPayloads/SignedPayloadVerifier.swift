@@ -38,9 +38,10 @@ public struct SignedPayloadVerifier: Sendable {
         self.roots = trustedRoots
     }
 
-    /// The payload of `jws`, once every check passed. `environment` nil accepts either.
+    /// The payload of `jws`, once every check passed. `environment` nil accepts either; `bundleId`
+    /// nil is for payloads that name none (renewal info, checked inside a notification that does).
     public func verify<Payload: AppStoreSignedPayload>(
-        _ jws: String, as type: Payload.Type, bundleId: String, environment: StoreEnvironment?
+        _ jws: String, as type: Payload.Type, bundleId: String?, environment: StoreEnvironment?
     ) async throws(SignedPayloadError) -> Payload {
         let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("a compact JWS has three dot-separated parts; this has \(parts.count)") }
@@ -88,7 +89,7 @@ public struct SignedPayloadVerifier: Sendable {
               key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { throw .badSignature }
 
-        guard payload.payloadBundleId == bundleId else { throw .wrongBundle(expected: bundleId, found: payload.payloadBundleId) }
+        if let bundleId, payload.payloadBundleId != bundleId { throw .wrongBundle(expected: bundleId, found: payload.payloadBundleId) }
         if let environment, payload.payloadEnvironment.flatMap(StoreEnvironment.init(responseValue:)) != environment {
             throw .wrongEnvironment(expected: environment.responseValue, found: payload.payloadEnvironment)
         }

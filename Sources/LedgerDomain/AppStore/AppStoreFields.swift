@@ -1,6 +1,10 @@
 import Foundation
 
-/// Reads the fields of a transaction or a renewal-info entry as the App Store wrote them.
+/// Reads the fields of a transaction or a renewal-info entry as the App Store wrote them, in
+/// either of its two namings: verifyReceipt's (`transaction_id`, `purchase_date_ms`, …) and the
+/// signed payloads' of StoreKit 2 and Server Notifications V2 (`transactionId`, `purchaseDate` in
+/// milliseconds, `revocationDate`, `price` in milliunits, …). Both are recorded verbatim; the
+/// properties below mean the same whichever naming a fact has.
 ///
 /// Dates come from the `*_ms` field (milliseconds since 1970) when there is one; flags are
 /// `"true"`/`"1"`. Reading is lenient about shape and strict about meaning: a field that is there
@@ -12,7 +16,12 @@ public struct AppStoreFields: Hashable, Sendable {
     /// transaction of a user on every fold, and reading them from `values` each time was a large
     /// part of its cost.
     public init(_ values: [String: String]) {
+        if values["transactionId"] != nil || values["originalTransactionId"] != nil {
+            self = AppStoreFields(signed: values)
+            return
+        }
         self.values = values
+        isSigned = false
         transactionId = Self.text(values, "transaction_id")
         originalTransactionId = Self.text(values, "original_transaction_id")
         productId = Self.text(values, "product_id")
@@ -26,6 +35,63 @@ public struct AppStoreFields: Hashable, Sendable {
         isInIntroOfferPeriod = Self.flag(values, "is_in_intro_offer_period")
         isUpgraded = Self.flag(values, "is_upgraded")
         isFamilyShared = Self.text(values, "in_app_ownership_type") == "FAMILY_SHARED"
+        price = nil
+        appStoreProductType = nil
+        signedDate = nil
+    }
+
+    /// A signed payload's naming (`JWSTransactionDecodedPayload`, `JWSRenewalInfoDecodedPayload`):
+    /// dates are milliseconds, `revocationDate` and `revocationReason` say what verifyReceipt's
+    /// `cancellation_*` said, an introductory offer is `offerType` 1 (a free trial when its
+    /// `offerDiscountType` is FREE_TRIAL, or when it cost nothing).
+    private init(signed values: [String: String]) {
+        self.values = values
+        isSigned = true
+        transactionId = Self.text(values, "transactionId")
+        originalTransactionId = Self.text(values, "originalTransactionId")
+        productId = Self.text(values, "productId")
+        quantity = max(Self.text(values, "quantity").flatMap { Int($0) } ?? 1, 1)
+        purchaseDate = Self.milliseconds(values, "purchaseDate")
+        expiresDate = Self.milliseconds(values, "expiresDate")
+        cancellationDate = Self.milliseconds(values, "revocationDate")
+        cancellationReason = Self.text(values, "revocationReason").flatMap { Int($0) }
+        webOrderLineItemId = Self.text(values, "webOrderLineItemId")
+        let currency = Self.text(values, "currency")
+        price = Self.text(values, "price").flatMap(Self.decimal(milliunits:)).flatMap { amount in currency.map { (amount, $0) } }
+            .map { AppStorePrice(amount: $0.0, currency: $0.1) }
+        let introductory = Self.text(values, "offerType") == "1"
+        isTrialPeriod = introductory && (Self.text(values, "offerDiscountType") == "FREE_TRIAL" || price.map { Decimal(string: $0.amount) == 0 } == true)
+        isInIntroOfferPeriod = introductory
+        isUpgraded = Self.flag(values, "isUpgraded")
+        isFamilyShared = Self.text(values, "inAppOwnershipType") == "FAMILY_SHARED"
+        appStoreProductType = Self.text(values, "type").flatMap(Self.productType(named:))
+        signedDate = Self.milliseconds(values, "signedDate")
+    }
+
+    private static func milliseconds(_ values: [String: String], _ key: String) -> Date? {
+        text(values, key).flatMap(Int64.init).flatMap(Date.init(recordableMilliseconds:))
+    }
+
+    /// Apple's milliunits (990 for 0.99) as a decimal text without trailing zeros ("0.99", "120").
+    static func decimal(milliunits text: String) -> String? {
+        guard let value = Int64(text), value > Int64.min else { return nil }
+        let magnitude = value.magnitude
+        var fraction = String(magnitude % 1000)
+        fraction = String(repeating: "0", count: 3 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        let whole = "\(value < 0 ? "-" : "")\(magnitude / 1000)"
+        return fraction.isEmpty ? whole : "\(whole).\(fraction)"
+    }
+
+    /// The product type a signed transaction's `type` names.
+    static func productType(named name: String) -> ProductType? {
+        switch name {
+        case "Auto-Renewable Subscription": .autoRenewable
+        case "Non-Renewing Subscription": .nonRenewing
+        case "Consumable": .consumable
+        case "Non-Consumable": .nonConsumable
+        default: nil
+        }
     }
 
     private static func text(_ values: [String: String], _ key: String) -> String? {
@@ -77,6 +143,40 @@ public struct AppStoreFields: Hashable, Sendable {
     public let isUpgraded: Bool
     /// `FAMILY_SHARED` when a family member's purchase gives the user access.
     public let isFamilyShared: Bool
+    /// Whether the fields are a signed payload's (StoreKit 2, Server Notifications V2).
+    public let isSigned: Bool
+    /// Signed payloads only: what the customer paid, as Apple reports it (`price`, `currency`).
+    public let price: AppStorePrice?
+    /// Signed payloads only: the product type Apple names (`type`).
+    public let appStoreProductType: ProductType?
+    /// Signed payloads only: when Apple signed them.
+    public let signedDate: Date?
+
+    /// Fields a signed payload gives anew each time it is signed, or per device, without any
+    /// change to the transaction: a payload differing from another only in these says the same.
+    public static let volatileSignedKeys: Set<String> = ["signedDate", "deviceVerification", "deviceVerificationNonce"]
+
+    /// Whether `other` says the same of the transaction. Within one naming every field counts
+    /// (bar the volatile ones of a signed payload); across namings (a receipt's view and a signed
+    /// view of one transaction) what both can say: ids, product, quantity, dates, refund, upgrade,
+    /// line item, family sharing.
+    public func saysTheSame(as other: AppStoreFields) -> Bool {
+        if isSigned != other.isSigned {
+            // Renewal info has no common ground worth the name: a change of naming is news.
+            return transactionId != nil && transactionId == other.transactionId && originalTransactionId == other.originalTransactionId
+                && productId == other.productId && quantity == other.quantity
+                && purchaseDate?.milliseconds == other.purchaseDate?.milliseconds && expiresDate?.milliseconds == other.expiresDate?.milliseconds
+                && cancellationDate?.milliseconds == other.cancellationDate?.milliseconds && cancellationReason == other.cancellationReason
+                && webOrderLineItemId == other.webOrderLineItemId && isUpgraded == other.isUpgraded && isFamilyShared == other.isFamilyShared
+        }
+        guard isSigned else { return values == other.values }
+        guard values.count - Self.volatileCount(values) == other.values.count - Self.volatileCount(other.values) else { return false }
+        return values.allSatisfy { key, value in Self.volatileSignedKeys.contains(key) || other.values[key] == value }
+    }
+
+    private static func volatileCount(_ values: [String: String]) -> Int {
+        volatileSignedKeys.reduce(0) { $0 + (values[$1] == nil ? 0 : 1) }
+    }
 
     /// The fields are the value: what is read from them follows.
     public static func == (lhs: AppStoreFields, rhs: AppStoreFields) -> Bool {
@@ -92,5 +192,18 @@ public struct AppStoreFields: Hashable, Sendable {
         let parts = text.split(separator: " ")
         guard parts.count >= 2 else { return LedgerJSON.parseTimestamp(text) }
         return LedgerJSON.parseTimestamp("\(parts[0])T\(parts[1]).000Z")
+    }
+}
+
+/// A price as the App Store reports it in a signed transaction.
+public struct AppStorePrice: Hashable, Sendable {
+    /// Decimal text, per unit (`price` is in milliunits: 990 is "0.99").
+    public let amount: String
+    /// ISO 4217.
+    public let currency: String
+
+    public init(amount: String, currency: String) {
+        self.amount = amount
+        self.currency = currency
     }
 }

@@ -212,6 +212,7 @@ public enum UserEvent: Hashable, Sendable {
     case receiptPosted(ReceiptPosted)
     case appStoreTransactionObserved(AppStoreTransactionObserved)
     case renewalInfoObserved(RenewalInfoObserved)
+    case appStoreNotificationReceived(AppStoreNotificationReceived)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -235,6 +236,7 @@ public enum UserEvent: Hashable, Sendable {
         case .receiptPosted(let event): event
         case .appStoreTransactionObserved(let event): event
         case .renewalInfoObserved(let event): event
+        case .appStoreNotificationReceived(let event): event
         }
     }
 
@@ -254,6 +256,7 @@ public enum UserEvent: Hashable, Sendable {
         entry(ReceiptPosted.self, UserEvent.receiptPosted),
         entry(AppStoreTransactionObserved.self, UserEvent.appStoreTransactionObserved),
         entry(RenewalInfoObserved.self, UserEvent.renewalInfoObserved),
+        entry(AppStoreNotificationReceived.self, UserEvent.appStoreNotificationReceived),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

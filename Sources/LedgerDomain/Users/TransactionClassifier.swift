@@ -19,7 +19,7 @@ import Foundation
 ///   restore of the ownership; bought in the other environment it is a purchase there.
 /// - A cancellation date (not an upgrade) or a recorded revocation refunds the transaction; a
 ///   refund of a restore refunds the purchase it restores.
-/// - Prices: a free trial is zero; the device's reported price goes on the newest purchase or
+/// - Prices: Apple's signed price (StoreKit 2, notifications) when a signed view gave one; a free trial is zero; the device's reported price goes on the newest purchase or
 ///   upgrade first seen in its post; anything else takes the catalog's price in force when it was
 ///   recorded, in the user's currency; a device price that differs from the catalog's is kept, and
 ///   the catalog's is shown beside it. Sandbox and family-shared transactions are never revenue.
@@ -105,10 +105,12 @@ public enum TransactionClassifier {
     }
 
     /// The product type a transaction is judged as: the catalog's when the fact was recorded (or
-    /// its first definition), else what a version-1 event said, else auto-renewable when it expires.
+    /// its first definition), else what a version-1 event said, else the type Apple signed, else
+    /// auto-renewable when it expires.
     static func productType(of observation: TransactionFacts.Observed, catalog: ProductCatalog) -> ProductType {
         catalog.product(observation.fields.productId ?? "", asOf: observation.first.position)?.type
             ?? observation.legacy?.productType.flatMap { $0 == .unknown ? nil : $0 }
+            ?? observation.appStoreProductType
             ?? (observation.fields.expiresDate != nil ? .autoRenewable : .unknown)
     }
 
@@ -273,7 +275,15 @@ public enum TransactionClassifier {
         for observation in observations {
             guard var transaction = judged[observation.transactionId], transaction.kind.isPayment, !transaction.isFamilyShared else { continue }
             let product = catalog.product(transaction.productId, asOf: observation.first.position)
-            if transaction.offer == .freeTrial {
+            if let paid = observation.appStorePrice {
+                // Apple's own figure for this transaction beats any report or list price.
+                transaction.price = paid.amount
+                transaction.currency = paid.currency
+                transaction.priceSource = .appStore
+                if let listed = product?.prices[paid.currency], !Self.sameAmount(listed, paid.amount), transaction.offer == .none {
+                    transaction.catalogPrice = listed
+                }
+            } else if transaction.offer == .freeTrial {
                 transaction.price = "0"
                 transaction.currency = devicePrices[transaction.transactionId]?.currency ?? userCurrency ?? product?.prices.keys.sorted().first
                 transaction.priceSource = .trial

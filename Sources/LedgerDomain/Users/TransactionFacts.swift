@@ -39,6 +39,22 @@ public struct TransactionFacts: Hashable, Sendable {
         public internal(set) var legacy: Legacy?
         /// The post that first brought it (an index into `posts`), if a `ReceiptPosted` did.
         public let post: Int?
+        /// What Apple said the customer paid and the product's type, from a signed view of the
+        /// transaction (StoreKit 2, a notification), kept when a receipt's view replaces `fields`.
+        public internal(set) var appStorePrice: AppStorePrice?
+        public internal(set) var appStoreProductType: ProductType?
+
+        /// A signed view signed before the one held says nothing newer: it is recorded, and the
+        /// fields stay those of the later signature (a notification applied late, say).
+        func isOlder(_ fields: AppStoreFields) -> Bool {
+            guard fields.isSigned, self.fields.isSigned, let new = fields.signedDate, let held = self.fields.signedDate else { return false }
+            return new < held
+        }
+
+        mutating func keepSigned(_ fields: AppStoreFields) {
+            if let price = fields.price { appStorePrice = price }
+            if let type = fields.appStoreProductType { appStoreProductType = type }
+        }
     }
 
     /// A receipt post that brought new observations.
@@ -49,6 +65,17 @@ public struct TransactionFacts: Hashable, Sendable {
         public let at: Recorded
         /// The transactions first observed in this post.
         public internal(set) var firstObserved: [String] = []
+    }
+
+    /// An App Store notification about one of the user's transactions.
+    public struct Notification: Hashable, Sendable {
+        public let uuid: String
+        public let type: String
+        public let subtype: String?
+        public let signedDate: Date
+        public let transactionId: String?
+        public let originalTransactionId: String?
+        public let at: Recorded
     }
 
     /// A revocation recorded as such (by support, or a version-1 refund verdict).
@@ -65,6 +92,8 @@ public struct TransactionFacts: Hashable, Sendable {
     /// looks at that product's transactions, not at the whole history.
     public private(set) var orderOfProduct: [String: [Int]] = [:]
     public private(set) var posts: [Post] = []
+    /// The App Store notifications recorded on the stream, in log order.
+    public private(set) var notifications: [Notification] = []
     public private(set) var revocations: [String: Revocation] = [:]
     /// The latest `pending_renewal_info` fields of each original transaction.
     public private(set) var renewalInfo: [String: AppStoreFields] = [:]
@@ -95,6 +124,12 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func observe(_ event: AppStoreTransactionObserved, at: Recorded) {
         let fields = AppStoreFields(event.fields)
         if var known = observed[event.transactionId] {
+            known.keepSigned(fields)
+            if known.isOlder(fields) {
+                observed[event.transactionId] = known
+                changes.append(event.transactionId)
+                return
+            }
             if known.fields.productId != fields.productId {
                 moveInOrderOfProduct(event.transactionId, from: known.fields.productId ?? "", to: fields.productId ?? "")
             }
@@ -108,9 +143,17 @@ public struct TransactionFacts: Hashable, Sendable {
         let post = openPost
         post.map { posts[$0].firstObserved.append(event.transactionId) }
         var new = Observed(transactionId: event.transactionId, environment: event.environment, fields: fields, first: at,
-                           deviceId: event.deviceId, cancellationSeen: fields.cancellationDate != nil ? at : nil, post: post)
+                           deviceId: event.deviceId.isEmpty ? nil : event.deviceId, cancellationSeen: fields.cancellationDate != nil ? at : nil, post: post)
         if event.status == 21006 { new.reportExpiry(at: event.answeredAt) }
+        new.keepSigned(fields)
         record(new)
+    }
+
+    mutating func notify(_ event: AppStoreNotificationReceived, at: Recorded) {
+        notifications.append(Notification(
+            uuid: event.notificationUUID, type: event.notificationType, subtype: event.subtype, signedDate: event.signedDate,
+            transactionId: event.transaction.flatMap { AppStoreFields($0).transactionId }, originalTransactionId: event.originalTransactionId, at: at
+        ))
     }
 
     mutating func observe(_ event: RenewalInfoObserved, at: Recorded) {

@@ -60,13 +60,13 @@ extension AppStoreAnswer {
             }
         }
         for fields in transactions {
-            guard let id = fields["transaction_id"], !id.isEmpty else {
+            guard let id = AppStoreFields(fields).transactionId else {
                 throw .invalidInput("the App Store's answer lists a transaction without transaction_id, so nothing of this receipt was recorded; post it again later")
             }
             try check(id, "transaction_id")
         }
         for entry in renewalInfo {
-            if let original = entry["original_transaction_id"], !original.isEmpty { try check(original, "original_transaction_id") }
+            if let original = AppStoreFields(entry).originalTransactionId { try check(original, "original_transaction_id") }
         }
         for fields in transactions + renewalInfo {
             if let field = fields.first(where: { $0.key.unicodeScalars.contains("\u{0}") || $0.value.unicodeScalars.contains("\u{0}") }) {
@@ -94,55 +94,14 @@ public enum UserDecisions {
         price: String? = nil,
         currency: String? = nil,
         excluding: Set<String> = [],
-        digest: (String) -> String,
+        digest: @escaping (String) -> String,
         on state: UserLedger
     ) throws(DecisionError) -> ReceiptDecision {
-        func key(_ kind: DeduplicationKey.AppStoreKind, _ id: String, content: String? = nil) throws(DecisionError) -> DeduplicationKey {
-            do {
-                if let content {
-                    return try .appStoreFact(app: bundleID, environment: answer.environment, kind: kind, id: id, digest: digest(content))
-                }
-                return try .appStoreTransaction(app: bundleID, environment: answer.environment, kind: kind, transactionID: id)
-            } catch {
-                throw .invalidInput(error.message)
-            }
-        }
         try answer.checkRecordable(app: bundleID)
-        var observations: [PendingEvent] = []
-        var duplicates: [String] = []
-        let ordered = answer.transactions.map(AppStoreFields.init).sorted {
-            ($0.purchaseDate ?? .distantPast, $0.transactionId ?? "") < ($1.purchaseDate ?? .distantPast, $1.transactionId ?? "")
-        }
-        var seen = Set<String>()
-        for fields in ordered {
-            guard let id = fields.transactionId, !id.isEmpty else { throw .invalidInput("the App Store's answer lists a transaction without transaction_id, so nothing of this receipt was recorded; post it again later") }
-            guard seen.insert(id).inserted, !excluding.contains(id) else { continue }
-            let expiryNews = answer.status == 21006 && fields.expiresDate != nil
-            let event = PendingEvent.Observation(AppStoreTransactionObserved(
-                transactionId: id, environment: answer.environment, fields: fields.values, receiptHash: answer.receiptHash,
-                deviceId: deviceId, answeredAt: answer.answeredAt, status: expiryNews ? 21006 : 0
-            ))
-            if let known = state.facts.observed[id] {
-                let unchanged = known.fields == fields && (!expiryNews || known.expiryReportedAt != nil)
-                if unchanged {
-                    duplicates.append(id)
-                    continue
-                }
-                observations.append(PendingEvent(.appStoreTransactionObserved(event.event),
-                                                 deduplicationKey: try key(.observation, id, content: event.canonical)))
-            } else {
-                observations.append(PendingEvent(.appStoreTransactionObserved(event.event), deduplicationKey: try key(.transaction, id)))
-            }
-        }
-        for entry in answer.renewalInfo.map(AppStoreFields.init) {
-            guard let original = entry.originalTransactionId, !excluding.contains(original) else { continue }
-            guard state.facts.renewalInfo[original] != entry else { continue }
-            let content = PendingEvent.Observation.canonical(entry.values, status: 0)
-            observations.append(PendingEvent(.renewalInfoObserved(RenewalInfoObserved(
-                originalTransactionId: original, environment: answer.environment, fields: entry.values,
-                receiptHash: answer.receiptHash, answeredAt: answer.answeredAt
-            )), deduplicationKey: try key(.renewalInfo, original, content: content)))
-        }
+        let key = FactKeys(app: bundleID, environment: answer.environment, digest: digest)
+        let (observations, duplicates, ordered) = try Self.observations(
+            of: answer, deviceId: deviceId, excluding: excluding, keys: key, on: state
+        )
         guard !observations.isEmpty else { return ReceiptDecision(events: [], duplicates: duplicates) }
         let postContent = ([deviceId, price ?? "", currency ?? ""] + observations.compactMap { $0.deduplicationKey?.rawValue }).joined(separator: "\n")
         let post = PendingEvent(.receiptPosted(ReceiptPosted(
@@ -242,5 +201,101 @@ extension PendingEvent {
         static func canonical(_ fields: [String: String], status: Int) -> String {
             ((try? LedgerJSON.encode(fields)) ?? "") + "\nstatus=\(status)"
         }
+    }
+}
+
+/// The deduplication keys of one app's App Store facts in one environment.
+struct FactKeys {
+    let app: String
+    let environment: StoreEnvironment
+    let digest: (String) -> String
+
+    func callAsFunction(_ kind: DeduplicationKey.AppStoreKind, _ id: String, content: String? = nil) throws(DecisionError) -> DeduplicationKey {
+        do {
+            if let content {
+                return try .appStoreFact(app: app, environment: environment, kind: kind, id: id, digest: digest(content))
+            }
+            return try .appStoreTransaction(app: app, environment: environment, kind: kind, transactionID: id)
+        } catch {
+            throw .invalidInput(error.message)
+        }
+    }
+}
+
+extension UserDecisions {
+    /// What an answer says that the stream has not recorded: each transaction unseen, or seen
+    /// saying something else, and each changed renewal-info entry. `deviceId` is empty for what
+    /// came from Apple alone (a notification).
+    static func observations(
+        of answer: AppStoreAnswer, deviceId: String, excluding: Set<String>, keys key: FactKeys, on state: UserLedger
+    ) throws(DecisionError) -> (events: [PendingEvent], duplicates: [String], ordered: [AppStoreFields]) {
+        var observations: [PendingEvent] = []
+        var duplicates: [String] = []
+        let ordered = answer.transactions.map(AppStoreFields.init).sorted {
+            ($0.purchaseDate ?? .distantPast, $0.transactionId ?? "") < ($1.purchaseDate ?? .distantPast, $1.transactionId ?? "")
+        }
+        var seen = Set<String>()
+        for fields in ordered {
+            guard let id = fields.transactionId, !id.isEmpty else { throw .invalidInput("the App Store's answer lists a transaction without transaction_id, so nothing of this receipt was recorded; post it again later") }
+            guard seen.insert(id).inserted, !excluding.contains(id) else { continue }
+            let expiryNews = answer.status == 21006 && fields.expiresDate != nil
+            let event = PendingEvent.Observation(AppStoreTransactionObserved(
+                transactionId: id, environment: answer.environment, fields: fields.values, receiptHash: answer.receiptHash,
+                deviceId: deviceId, answeredAt: answer.answeredAt, status: expiryNews ? 21006 : 0
+            ))
+            if let known = state.facts.observed[id] {
+                // An earlier signature of a transaction the stream holds a later signed view of says nothing new.
+                let unchanged = (known.fields.saysTheSame(as: fields) || known.isOlder(fields)) && (!expiryNews || known.expiryReportedAt != nil)
+                if unchanged {
+                    duplicates.append(id)
+                    continue
+                }
+                observations.append(PendingEvent(.appStoreTransactionObserved(event.event),
+                                                 deduplicationKey: try key(.observation, id, content: event.canonical)))
+            } else {
+                observations.append(PendingEvent(.appStoreTransactionObserved(event.event), deduplicationKey: try key(.transaction, id)))
+            }
+        }
+        for entry in answer.renewalInfo.map(AppStoreFields.init) {
+            guard let original = entry.originalTransactionId, !excluding.contains(original) else { continue }
+            if let known = state.facts.renewalInfo[original], known.saysTheSame(as: entry) { continue }
+            let content = PendingEvent.Observation.canonical(entry.values, status: 0)
+            observations.append(PendingEvent(.renewalInfoObserved(RenewalInfoObserved(
+                originalTransactionId: original, environment: answer.environment, fields: entry.values,
+                receiptHash: answer.receiptHash, answeredAt: answer.answeredAt
+            )), deduplicationKey: try key(.renewalInfo, original, content: content)))
+        }
+        return (observations, duplicates, ordered)
+    }
+
+    /// Records an App Store notification on the stream of the user who holds its transaction:
+    /// the notification itself (once per `notificationUUID`), then what it says of the
+    /// transaction and the renewal info that the stream has not recorded. `applied`: the
+    /// notification was first recorded on the app's notifications stream, while no user held
+    /// its transaction, and is copied here now that one does.
+    public static func observeNotification(
+        _ notification: AppStoreNotificationReceived, app bundleID: String, applied: Bool = false,
+        digest: @escaping (String) -> String, on state: UserLedger
+    ) throws(DecisionError) -> [PendingEvent] {
+        let answer = notification.answer
+        try answer.checkRecordable(app: bundleID)
+        let key = FactKeys(app: bundleID, environment: notification.environment, digest: digest)
+        let lead = PendingEvent(.appStoreNotificationReceived(notification),
+                                deduplicationKey: try key(applied ? .notificationApplied : .notification, notification.notificationUUID))
+        let observed = try observations(of: answer, deviceId: "", excluding: [], keys: key, on: state)
+        return [lead] + observed.events
+    }
+}
+
+extension AppStoreNotificationReceived {
+    /// The notification as an answer the observations read: its transaction and renewal info.
+    public var answer: AppStoreAnswer {
+        AppStoreAnswer(receiptHash: payloadHash, answerHash: payloadHash, environment: environment, status: 0, answeredAt: signedDate,
+                       transactions: transaction.map { [$0] } ?? [], renewalInfo: renewalInfo.map { [$0] } ?? [])
+    }
+
+    /// The key the notification is recorded under, wherever it was first recorded.
+    public static func key(app bundleID: String, environment: StoreEnvironment, uuid: String) throws(LedgerInputError) -> DeduplicationKey {
+        try .appStoreTransaction(app: bundleID, environment: environment, kind: .notification, transactionID: uuid)
     }
 }

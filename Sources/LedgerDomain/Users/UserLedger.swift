@@ -36,6 +36,8 @@ public struct UserLedger: Hashable, Sendable {
 
         /// Where a money row's amount comes from.
         public enum PriceSource: String, Hashable, Sendable, Codable {
+            /// What Apple signed as paid (a StoreKit 2 transaction or a notification's `price`).
+            case appStore = "app_store"
             /// What the device reported for the purchase it posted.
             case device
             /// The catalog's price in force when the fact was recorded.
@@ -190,8 +192,11 @@ public struct UserLedger: Hashable, Sendable {
             devices.insert(event.deviceId)
             facts.post(event, at: at)
         case .appStoreTransactionObserved(let event):
-            devices.insert(event.deviceId)
+            // Apple alone (a notification) names no device.
+            if !event.deviceId.isEmpty { devices.insert(event.deviceId) }
             facts.observe(event, at: at)
+        case .appStoreNotificationReceived(let event):
+            facts.notify(event, at: at)
         case .renewalInfoObserved(let event):
             facts.observe(event, at: at)
             return

@@ -55,6 +55,13 @@ public struct AppRegistry: Sendable {
         return false
     }
 
+    /// Whether the app is registered (`ledger apps add`).
+    public func isRegistered(_ bundleID: String) async throws -> Bool {
+        let rows = try await client.query("SELECT 1 FROM ledger.apps WHERE bundle_id = \(bundleID)", logger: logger)
+        for try await _ in rows { return true }
+        return false
+    }
+
     public func apps() async throws -> [RegisteredApp] {
         let rows = try await client.query("""
             SELECT a.bundle_id, a.shared_secret IS NOT NULL OR a.shared_secret_sealed IS NOT NULL,

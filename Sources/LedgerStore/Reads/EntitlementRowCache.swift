@@ -121,7 +121,7 @@ public final class EntitlementRowCache: Sendable {
         }
         guard reached > from else { return }
         let moved = try await streams(from, reached)
-        let catalogMoved = moved.contains { if case .user = StreamID.kind(of: $0) { false } else { true } }
+        let catalogMoved = moved.contains { if case .catalog = StreamID.kind(of: $0) { true } else { false } }
         state.withLock { state in
             guard state.enabled, state.validThrough == from else { return }
             state.epoch &+= 1

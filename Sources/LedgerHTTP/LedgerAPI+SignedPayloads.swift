@@ -1,0 +1,254 @@
+import AppStore
+import Foundation
+import Hummingbird
+import LedgerApplication
+import LedgerDomain
+import LedgerStore
+import Logging
+
+extension LedgerAPI {
+    struct SignedTransactionBody: Decodable, Sendable {
+        let userId: String
+        let deviceId: String
+        let signedTransaction: String
+    }
+
+    /// `POST /v1/apps/{bundleId}/transactions`: a StoreKit 2 transaction a device got
+    /// (`Transaction.jwsRepresentation`). Verified here (Apple's signature, chain, app and
+    /// environment), no call to Apple; then recorded like a receipt's transactions, with Apple's
+    /// fields verbatim (its `price` in milliunits and `currency`, `offerType`, `revocationDate`, …).
+    /// A refused payload records nothing.
+    func ingestSignedTransaction(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let (app, context) = try await authorizedApp(request, context, scope: .ingest)
+        let (body, _) = try await APIJSON.decode(SignedTransactionBody.self, from: request, limit: APILimits.signedPayloadBodyBytes,
+                                                 timeout: configuration.bodyReadTimeout)
+        try Self.validateIdentifier(body.userId, field: "userId")
+        try Self.validateIdentifier(body.deviceId, field: "deviceId")
+        try Self.validateSignedPayload(body.signedTransaction, field: "signedTransaction")
+        let transaction: SignedTransaction
+        do {
+            transaction = try await configuration.signedPayloads.verify(body.signedTransaction, as: SignedTransaction.self, bundleId: app, environment: nil)
+        } catch {
+            throw APIError.unprocessable("invalid_signed_transaction", "\(error.description); nothing was recorded").field("signedTransaction")
+        }
+        let environment = try Self.environment(of: transaction.payloadEnvironment, what: "transaction")
+        let document = try Self.document(app: app, jws: body.signedTransaction, decoded: transaction.fields, environment: environment,
+                                         signedDate: transaction.signedDate)
+        let answer = AppStoreAnswer(
+            receiptHash: document.receiptHash, answerHash: document.answerHash, environment: environment, status: 0,
+            answeredAt: transaction.signedDate, transactions: [transaction.fields], renewalInfo: []
+        )
+        return try await record(answer, document: document, app: app, userId: body.userId, deviceId: body.deviceId,
+                                price: nil, currency: nil, context)
+    }
+
+    struct NotificationBody: Decodable, Sendable {
+        let signedPayload: String
+    }
+
+    /// What the notifications route answers Apple (and whoever reads the log).
+    struct NotificationAnswer: Encodable, Sendable {
+        let notificationUUID: String
+        let notificationType: String
+        let subtype: String?
+        let environment: String
+        /// recorded: on the user's stream; waiting: on the app's notifications stream until its
+        /// user appears; duplicate: recorded before (Apple's retry), nothing new.
+        let outcome: String
+        /// The user it was recorded for; nil while it waits.
+        let userId: String?
+        let position: Int64
+        let recorded: [RecordedItem]
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(notificationUUID, forKey: .notificationUUID)
+            try container.encode(notificationType, forKey: .notificationType)
+            try container.encode(subtype, forKey: .subtype)
+            try container.encode(environment, forKey: .environment)
+            try container.encode(outcome, forKey: .outcome)
+            try container.encode(userId, forKey: .userId)
+            try container.encode(position, forKey: .position)
+            try container.encode(recorded, forKey: .recorded)
+        }
+
+        enum CodingKeys: String, CodingKey { case notificationUUID, notificationType, subtype, environment, outcome, userId, position, recorded }
+    }
+
+    /// `POST /v1/apps/{bundleId}/notifications`: Apple's App Store Server Notifications V2
+    /// webhook. No API key (Apple sends none): the signature is the authentication. Answers 200
+    /// only once the notification is in the log, so Apple's retries are safe, and the same
+    /// `notificationUUID` again records nothing. The notification goes to the user who holds its
+    /// original transaction (or its `appAccountToken`), followed by what it says of the
+    /// transaction and the renewal info; with no such user yet it waits on the app's
+    /// notifications stream and is copied to the user's stream when the user posts the transaction.
+    /// Types the ledger does not act on are recorded all the same.
+    func receiveNotification(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
+        let app = try Self.parameter("bundleId", context)
+        let (body, _) = try await APIJSON.decode(NotificationBody.self, from: request, limit: APILimits.signedPayloadBodyBytes,
+                                                 timeout: configuration.bodyReadTimeout)
+        try Self.validateSignedPayload(body.signedPayload, field: "signedPayload")
+        guard try await registry.isRegistered(app) else {
+            throw APIError.notFound("no app '\(app)' is registered with this ledger (ledger apps add); nothing was recorded")
+        }
+        let verified: (notification: SignedNotification, transaction: SignedTransaction?, renewalInfo: SignedRenewalInfo?)
+        do {
+            verified = try await configuration.signedPayloads.verifyNotification(body.signedPayload, bundleId: app)
+        } catch {
+            switch error {
+            case .untrustedChain, .badSignature, .unsupportedAlgorithm:
+                context.logger.warning("notification refused", metadata: ["ledger.app": "\(app)", "ledger.error": "\(error.description)"])
+                throw APIError(.unauthorized, "invalid_signature", "\(error.description); nothing was recorded")
+            case .malformed, .wrongBundle, .wrongEnvironment:
+                throw APIError.unprocessable("invalid_notification", "\(error.description); nothing was recorded").field("signedPayload")
+            }
+        }
+        let signed = verified.notification
+        let environment = try Self.environment(of: signed.payloadEnvironment, what: "notification")
+        let document = try Self.document(
+            app: app, jws: body.signedPayload,
+            decoded: signed.fields.merging(["notificationType": signed.notificationType, "notificationUUID": signed.notificationUUID,
+                                            "subtype": signed.subtype ?? ""]) { $1 },
+            environment: environment, signedDate: signed.signedDate
+        )
+        let notification = AppStoreNotificationReceived(
+            notificationUUID: signed.notificationUUID, notificationType: signed.notificationType, subtype: signed.subtype,
+            environment: environment, signedDate: signed.signedDate, fields: signed.fields,
+            transaction: verified.transaction?.fields, renewalInfo: verified.renewalInfo?.fields, payloadHash: document.receiptHash
+        )
+        try Self.checkRecordable(notification, app: app)
+        let key = try AppStoreNotificationReceived.key(app: app, environment: environment, uuid: notification.notificationUUID)
+
+        func answer(_ outcome: String, user: String?, position: Int64, recorded: [RecordedItem] = []) throws -> Response {
+            try APIJSON.response(NotificationAnswer(
+                notificationUUID: notification.notificationUUID, notificationType: notification.notificationType, subtype: notification.subtype,
+                environment: environment.rawValue, outcome: outcome, userId: user, position: position, recorded: recorded
+            ))
+        }
+        if let earlier = try await store.recorded([key])[key] {
+            return try answer("duplicate", user: NotificationRouting.user(earlier.streamID, app: app), position: earlier.position)
+        }
+        if let user = try await owner(of: notification, app: app) {
+            return try await recordNotification(notification, for: user, app: app, document: document, context, answer: answer)
+        }
+        // Nobody holds it yet: it waits, in the log, for its user.
+        try await receipts.keep(document)
+        let stream = try StreamID.notifications(app: app)
+        let event = try NewEvent(notification, deduplicationKey: key)
+        let result = try await store.append([event], to: stream, expecting: .any)
+        guard case .appended(let position, _) = result.outcomes.first else {
+            if case .duplicate(let stored) = result.outcomes.first {
+                return try answer("duplicate", user: NotificationRouting.user(stored.streamID, app: app), position: stored.position)
+            }
+            throw APIError(.internalServerError, "internal", "the notification's append gave no outcome")
+        }
+        context.logger.info("notification waits for its user", metadata: [
+            "ledger.app": "\(app)", "ledger.notification": "\(notification.notificationUUID)", "ledger.type": "\(notification.notificationType)",
+        ])
+        // The user may have posted the transaction while it was being appended: then it goes to them now.
+        if let user = try await owner(of: notification, app: app) {
+            return try await recordNotification(notification, for: user, app: app, document: document, context, answer: answer, applied: true)
+        }
+        return try answer("waiting", user: nil, position: position,
+                          recorded: [RecordedItem(PendingEvent(.appStoreNotificationReceived(notification)), position: position)])
+    }
+
+    /// The user a notification belongs to: who holds its transaction or original, else its token.
+    private func owner(of notification: AppStoreNotificationReceived, app: String) async throws -> String? {
+        let fields = notification.transaction.map(AppStoreFields.init)
+        let ids = [fields?.transactionId, notification.originalTransactionId].compactMap { $0 }
+        if let user = try await notificationRouting.holder(of: ids, app: app, environment: notification.environment) { return user }
+        if let token = notification.appAccountToken {
+            return try await notificationRouting.holder(ofToken: token, app: app, environment: notification.environment)
+        }
+        return nil
+    }
+
+    private func recordNotification(
+        _ notification: AppStoreNotificationReceived, for user: String, app: String, document: ReceiptArchive.Document,
+        _ context: LedgerRequestContext, answer: (String, String?, Int64, [RecordedItem]) throws -> Response, applied: Bool = false
+    ) async throws -> Response {
+        let outcome = try await execute(app: app, user: user, context, beforeAppend: { try await receipts.keep(document) }) { state, _ in
+            guard !state.facts.notifications.contains(where: { $0.uuid == notification.notificationUUID }) else { return ([], ()) }
+            let events = try UserDecisions.observeNotification(notification, app: app, applied: applied,
+                                                               digest: AppStoreReceiptVerifier.sha256Hex, on: state)
+            return (events, ())
+        }
+        guard let append = outcome.append else {
+            let position = try await position(of: outcome, app: app, user: user)
+            return try answer("duplicate", user, position, [])
+        }
+        var recorded: [RecordedItem] = []
+        for (event, result) in zip(outcome.events, append.outcomes) {
+            if case .appended(let position, _) = result { recorded.append(RecordedItem(event, position: position, state: outcome.state)) }
+        }
+        guard let first = recorded.first else {
+            // Apple's retry raced this one and lost: it is in the log once.
+            let position = try await position(of: outcome, app: app, user: user)
+            return try answer("duplicate", user, position, [])
+        }
+        return try answer("recorded", user, first.position, recorded)
+    }
+
+    /// A signed payload's text: compact JWS, within bounds.
+    static func validateSignedPayload(_ text: String, field: String) throws {
+        guard !text.isEmpty, text.utf8.count <= APILimits.signedPayloadCharacters else {
+            throw APIError.invalidRequest("\(field) must be the signed payload (a compact JWS), 1 to \(APILimits.signedPayloadCharacters) characters", field: field)
+        }
+        guard text.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: "_")
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0)
+            || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains($0) })
+        else {
+            throw APIError.invalidRequest("\(field) is not a compact JWS (three base64url parts joined by dots): send it exactly as StoreKit or Apple gives it", field: field)
+        }
+    }
+
+    /// The environments the ledger records; Xcode's and local testing's payloads are not Apple's.
+    static func environment(of name: String?, what: String) throws -> StoreEnvironment {
+        guard let name, let environment = StoreEnvironment(responseValue: name) else {
+            throw APIError.unprocessable("invalid_environment",
+                                         "the \(what)'s environment is '\(name ?? "none")'; the ledger records Production and Sandbox only; nothing was recorded")
+        }
+        return environment
+    }
+
+    /// The signed payload as posted and what it decoded to, kept like a receipt and its answer.
+    static func document(
+        app: String, jws: String, decoded: [String: String], environment: StoreEnvironment, signedDate: Date
+    ) throws -> ReceiptArchive.Document {
+        let json = try LedgerJSON.encode(decoded)
+        return ReceiptArchive.Document(
+            app: app, receiptHash: AppStoreReceiptVerifier.sha256Hex(jws), receiptData: jws,
+            answerHash: AppStoreReceiptVerifier.sha256Hex(json), environment: environment.rawValue, status: 0,
+            answeredAt: signedDate, answer: Data(json.utf8)
+        )
+    }
+
+    /// A notification the log could not hold is refused before anything of it is kept.
+    static func checkRecordable(_ notification: AppStoreNotificationReceived, app: String) throws {
+        let texts = [notification.notificationUUID, notification.notificationType, notification.subtype ?? ""]
+            + notification.fields.flatMap { [$0.key, $0.value] }
+        guard !texts.contains(where: { $0.unicodeScalars.contains("\u{0}") }) else {
+            throw APIError.unprocessable("invalid_notification", "the notification holds the NUL character (\\u0000), which the ledger cannot store; nothing was recorded")
+        }
+        do {
+            _ = try AppStoreNotificationReceived.key(app: app, environment: notification.environment, uuid: notification.notificationUUID)
+        } catch {
+            throw APIError.unprocessable("invalid_notification", "the notificationUUID '\(notification.notificationUUID.prefix(80))' cannot key a record (\(error.message)); nothing was recorded")
+        }
+        do {
+            try notification.answer.checkRecordable(app: app)
+        } catch {
+            throw APIError.unprocessable("invalid_notification", error.message)
+        }
+    }
+}
+
+extension APIError {
+    /// The same error, naming the request field it is about.
+    func field(_ name: String) -> APIError {
+        var error = self
+        error.field = name
+        return error
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import LedgerDomain
+import LedgerDomainTesting
+import Testing
+
+/// StoreKit 2's naming of a transaction (`transactionId`, `purchaseDate` in milliseconds, `price`
+/// in milliunits, `revocationDate`), read by the same `AppStoreFields` and judged by the same fold
+/// as verifyReceipt's.
+@Suite struct SignedFieldsTests {
+    static func signed(
+        _ id: String, _ product: String, original: String? = nil, type: String = "Consumable", quantity: Int = 1,
+        purchased: Date = TestTransaction.defaultDate, expires: Date? = nil, price: String? = "990", currency: String = "USD",
+        revoked: Date? = nil, signed: Date = TestTransaction.defaultDate, extra: [String: String] = [:]
+    ) -> [String: String] {
+        var fields = ["transactionId": id, "originalTransactionId": original ?? id, "productId": product, "type": type,
+                      "quantity": String(quantity), "purchaseDate": String(purchased.milliseconds), "currency": currency,
+                      "inAppOwnershipType": "PURCHASED", "bundleId": "com.example.app", "environment": "Production",
+                      "signedDate": String(signed.milliseconds)]
+        if let price { fields["price"] = price }
+        if let expires {
+            fields["expiresDate"] = String(expires.milliseconds)
+            fields["webOrderLineItemId"] = "w\(id)"
+        }
+        if let revoked {
+            fields["revocationDate"] = String(revoked.milliseconds)
+            fields["revocationReason"] = "1"
+        }
+        return fields.merging(extra) { $1 }
+    }
+
+    @Test("signed fields mean what the receipt's mean")
+    func readsSignedNaming() {
+        let revoked = utc("2025-01-03T00:00:00.000Z")
+        let fields = AppStoreFields(Self.signed("7", "pro", original: "5", type: "Auto-Renewable Subscription",
+                                                expires: utc("2025-02-01T00:00:00.000Z"), price: "4990", revoked: revoked,
+                                                extra: ["offerType": "1", "offerDiscountType": "FREE_TRIAL", "isUpgraded": "true"]))
+        #expect(fields.isSigned)
+        #expect(fields.transactionId == "7" && fields.originalTransactionId == "5" && fields.productId == "pro")
+        #expect(fields.purchaseDate == TestTransaction.defaultDate && fields.expiresDate == utc("2025-02-01T00:00:00.000Z"))
+        #expect(fields.cancellationDate == revoked && fields.cancellationReason == 1)
+        #expect(fields.webOrderLineItemId == "w7" && fields.isUpgraded && fields.isTrialPeriod && fields.isInIntroOfferPeriod)
+        #expect(fields.price == AppStorePrice(amount: "4.99", currency: "USD") && fields.appStoreProductType == .autoRenewable)
+        #expect(fields.signedDate == TestTransaction.defaultDate)
+        // The receipt's naming has none of the signed extras.
+        let receipt = AppStoreFields(TestTransaction.coins("8").fields)
+        #expect(!receipt.isSigned && receipt.price == nil && receipt.appStoreProductType == nil)
+    }
+
+    @Test("milliunits become decimal text", arguments: [("990", "0.99"), ("1000", "1"), ("120000", "120"), ("4500", "4.5"), ("1", "0.001"),
+                                                         ("0", "0"), ("-990", "-0.99")])
+    func milliunits(_ pair: (String, String)) {
+        #expect(AppStoreFields(Self.signed("1", "coins", price: pair.0)).price?.amount == pair.1)
+    }
+
+    @Test("a signed view says the same as a receipt's view of the same transaction, and a re-signed one as itself")
+    func saysTheSame() {
+        let receipt = AppStoreFields(TestTransaction("1", "coins", quantity: 2).fields)
+        let signed = AppStoreFields(Self.signed("1", "coins", quantity: 2))
+        #expect(signed.saysTheSame(as: receipt) && receipt.saysTheSame(as: signed))
+        let resigned = AppStoreFields(Self.signed("1", "coins", quantity: 2, signed: utc("2025-03-01T00:00:00.000Z"),
+                                                  extra: ["deviceVerification": "abc", "deviceVerificationNonce": "n"]))
+        #expect(signed.saysTheSame(as: resigned) && resigned.saysTheSame(as: signed))
+        let refunded = AppStoreFields(Self.signed("1", "coins", quantity: 2, revoked: utc("2025-01-02T00:00:00.000Z")))
+        #expect(!signed.saysTheSame(as: refunded) && !receipt.saysTheSame(as: refunded))
+        let repriced = AppStoreFields(Self.signed("1", "coins", quantity: 2, price: "1990"))
+        #expect(!signed.saysTheSame(as: repriced), "within one naming every field counts")
+    }
+
+    @Test("Apple's price and type judge a transaction the catalog does not know; a receipt view later keeps them")
+    func applePriceAndType() throws {
+        var stream = UserStream(catalog: ProductCatalog())
+        let answer = AppStoreAnswer(receiptHash: String(repeating: "a", count: 64), answerHash: String(repeating: "b", count: 64),
+                                    environment: .production, status: 0, answeredAt: TestTransaction.defaultDate,
+                                    transactions: [Self.signed("1", "gems", type: "Non-Consumable", price: "2990", currency: "EUR")],
+                                    renewalInfo: [])
+        stream.append(try UserDecisions.observeReceipt(answer, app: "com.example.app", deviceId: "phone", digest: TestReceipts.digest,
+                                                       on: stream.state).events)
+        let judged = try #require(stream.transaction("1"))
+        #expect(judged.productType == .nonConsumable && judged.kind == .purchase)
+        #expect(judged.price == "2.99" && judged.currency == "EUR" && judged.priceSource == .appStore)
+
+        // The receipt's view of the same transaction: nothing new, nothing recorded.
+        let again = try stream.receipt([TestTransaction("1", "gems")])
+        #expect(again.events.isEmpty && again.duplicates == ["1"])
+        // A refund seen in a receipt replaces the fields, and Apple's price stays.
+        try stream.receipt([TestTransaction("1", "gems", cancelled: utc("2025-01-02T00:00:00.000Z"))])
+        let refunded = try #require(stream.transaction("1"))
+        #expect(refunded.isRevoked && refunded.price == "2.99" && refunded.priceSource == .appStore)
+    }
+
+    @Test("an older signature of a transaction records nothing and never undoes a later one")
+    func olderSignatures() throws {
+        var stream = UserStream(catalog: catalog)
+        func post(_ fields: [String: String]) throws -> ReceiptDecision {
+            let answer = AppStoreAnswer(receiptHash: String(repeating: "c", count: 64), answerHash: String(repeating: "d", count: 64),
+                                        environment: .production, status: 0, answeredAt: TestTransaction.defaultDate,
+                                        transactions: [fields], renewalInfo: [])
+            let decision = try UserDecisions.observeReceipt(answer, app: "com.example.app", deviceId: "phone", digest: TestReceipts.digest,
+                                                            on: stream.state)
+            stream.append(decision.events)
+            return decision
+        }
+        let refund = Self.signed("1", "levels", type: "Non-Consumable", revoked: utc("2025-01-05T00:00:00.000Z"),
+                                 signed: utc("2025-01-05T00:00:00.000Z"))
+        let purchase = Self.signed("1", "levels", type: "Non-Consumable", signed: utc("2025-01-01T00:00:00.000Z"))
+        _ = try post(refund)
+        #expect(stream.transaction("1")?.isRevoked == true)
+        let late = try post(purchase)
+        #expect(late.events.isEmpty && late.duplicates == ["1"])
+        #expect(stream.transaction("1")?.isRevoked == true)
+
+        // Recorded anyway (a notification applied late, say), the fold keeps the later signature.
+        stream.append([PendingEvent(.appStoreTransactionObserved(AppStoreTransactionObserved(
+            transactionId: "1", environment: .production, fields: purchase, receiptHash: String(repeating: "c", count: 64),
+            deviceId: "", answeredAt: TestTransaction.defaultDate, status: 0
+        )))])
+        #expect(stream.transaction("1")?.isRevoked == true)
+        #expect(!stream.state.devices.contains(""), "Apple alone names no device")
+    }
+
+    @Test("a notification is recorded once, with only what it says that is news")
+    func notifications() throws {
+        var stream = UserStream(catalog: catalog)
+        try stream.receipt([TestTransaction.coins("1", quantity: 5)])
+        stream.append([PendingEvent(.itemConsumed(ItemConsumed(productId: "coins", quantity: 4, deviceId: "phone")))])
+        let notification = AppStoreNotificationReceived(
+            notificationUUID: "n-1", notificationType: "REFUND", subtype: nil, environment: .production, signedDate: utc("2025-01-06T00:00:00.000Z"),
+            fields: ["version": "2.0"], transaction: Self.signed("1", "coins", quantity: 5, revoked: utc("2025-01-06T00:00:00.000Z")),
+            renewalInfo: nil, payloadHash: String(repeating: "e", count: 64)
+        )
+        let events = try UserDecisions.observeNotification(notification, app: "com.example.app", digest: TestReceipts.digest, on: stream.state)
+        #expect(events.count == 2)
+        #expect(events.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/notification/n-1")
+        stream.append(events)
+        #expect(stream.state.balance(of: "coins") == -4, "refunded after 4 of 5 were used: overdrawn")
+        #expect(stream.state.facts.notifications.map(\.type) == ["REFUND"])
+        #expect(stream.state.facts.notifications.first?.originalTransactionId == "1")
+        let applied = try UserDecisions.observeNotification(notification, app: "com.example.app", applied: true, digest: TestReceipts.digest,
+                                                            on: stream.state)
+        #expect(applied.count == 1, "nothing of the transaction is news any more")
+        #expect(applied.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/notification_applied/n-1")
+    }
+}

@@ -1,0 +1,295 @@
+import AppStore
+import AppStoreSimulator
+import Foundation
+import LedgerDomain
+import LedgerHTTP
+import LedgerStore
+import LedgerTesting
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// StoreKit 2 transactions (`POST …/transactions`) and App Store Server Notifications V2
+/// (`POST …/notifications`) through the HTTP API, against a real PostgreSQL, signed by a test
+/// certificate authority the server is told to trust (as `--trust-simulator-root` does).
+@Suite struct SignedPayloadRoutesTests {
+    static let app = APIHarness.app
+
+    /// A test authority the harness's server trusts, and its signer.
+    struct Signed: Sendable {
+        let authority: SimulatorCertificateAuthority
+        var signer: SimulatorSignedPayloads { SimulatorSignedPayloads(authority: authority) }
+
+        func transaction(
+            _ id: String, original: String? = nil, product: String, type: ProductType, at date: Date = Date(), expires: Date? = nil,
+            price: Int64? = 990, currency: String = "USD", quantity: Int = 1, lineItem: String? = nil, revoked: Date? = nil,
+            token: String? = nil, environment: StoreEnvironment = .sandbox, bundleId: String = SignedPayloadRoutesTests.app, signedAt: Date = Date()
+        ) throws -> String {
+            try signer.sign(SimulatorSignedPayloads.transaction(
+                transactionId: id, originalTransactionId: original, bundleId: bundleId, productId: product, type: type, purchaseDate: date,
+                expiresDate: expires, quantity: quantity, price: price, currency: currency, environment: environment,
+                webOrderLineItemId: lineItem ?? (type == .autoRenewable ? "w\(id)" : nil), revocationDate: revoked,
+                revocationReason: revoked == nil ? nil : 0, appAccountToken: token, signedDate: signedAt
+            ))
+        }
+
+        func notification(
+            _ type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), transaction: String?,
+            renewalInfo: String? = nil, environment: StoreEnvironment = .sandbox, bundleId: String = SignedPayloadRoutesTests.app,
+            signedAt: Date = Date(), withoutIntermediate: Bool = false
+        ) throws -> String {
+            try signer.sign(SimulatorSignedPayloads.notification(
+                type: type, subtype: subtype, uuid: uuid, bundleId: bundleId, environment: environment,
+                signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: signedAt
+            ), chain: withoutIntermediate ? [authority.leaf, authority.root] : nil)
+        }
+    }
+
+    static func run<T: Sendable>(_ name: String = #function, _ body: @Sendable (APIHarness, Signed) async throws -> T) async throws -> T {
+        let authority = try SimulatorCertificateAuthority()
+        var server = LedgerServer.Configuration(host: "127.0.0.1", port: 0)
+        server.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [authority.root])
+        return try await APIHarness.run(name, server: server) { api in try await body(api, Signed(authority: authority)) }
+    }
+
+    // MARK: StoreKit 2 transactions from devices
+
+    @Test func aSignedTransactionIsRecordedWithApplesPriceAndAnsweredLikeAReceipt() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("coins.100", type: "consumable", prices: ["USD": "0.99"])
+            let bought = Date().addingTimeInterval(-60)
+            let jws = try signed.transaction("2000000000000001", product: "coins.100", type: .consumable, at: bought, price: 1290, currency: "USD",
+                                             quantity: 2)
+            let first = try await api.postTransaction("alice", device: "phone", jws)
+            #expect(first.status == 200, "\(first.text)")
+            #expect(first.kinds == ["receipt", "purchase"], "\(first.text)")
+            #expect(first.json["environment"] as? String == "sandbox")
+            let consumables = first.entitlements["consumables"] as? [[String: Any]] ?? []
+            #expect(consumables.first?["balance"] as? Int == 2, "\(first.text)")
+
+            // The same transaction again (another signature of it, later): nothing new.
+            let again = try await api.postTransaction("alice", device: "phone",
+                                                      try signed.transaction("2000000000000001", product: "coins.100", type: .consumable,
+                                                                             at: bought, price: 1290, currency: "USD", quantity: 2, signedAt: Date().addingTimeInterval(60)))
+            #expect(again.status == 200 && again.kinds.isEmpty && again.duplicates == ["2000000000000001"], "\(again.text)")
+
+            // Finance reads Apple's own price, not the catalog's.
+            let rows = try await api.audit(user: "alice", after: first.position)
+            #expect(rows.count == 1, "\(rows)")
+            #expect(rows.first?["price"] as? String == "1.29" && rows.first?["amount"] as? String == "2.58", "\(rows)")
+            #expect(rows.first?["priceSource"] as? String == "app_store" && rows.first?["catalogPrice"] as? String == "0.99", "\(rows)")
+
+            // The fact holds Apple's fields verbatim, and the JWS is kept.
+            let stored = try await api.client.query(
+                "SELECT data -> 'fields' ->> 'price', data -> 'fields' ->> 'type' FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1'"
+            )
+            for try await (price, type) in stored.decode((String?, String?).self) {
+                #expect(price == "1290" && type == "Consumable")
+            }
+            let kept = try await api.client.query("SELECT count(*) FROM ledger.receipts WHERE receipt_data = \(jws)")
+            for try await count in kept.decode(Int.self) { #expect(count == 1) }
+        }
+    }
+
+    @Test func refusedSignedTransactionsRecordNothing() async throws {
+        try await Self.run { api, signed in
+            let stranger = Signed(authority: try SimulatorCertificateAuthority(name: "Not the trusted one"))
+            let cases: [(String, String, Int, String)] = [
+                ("untrusted root", try stranger.transaction("1", product: "p", type: .nonConsumable), 422, "invalid_signed_transaction"),
+                ("another app", try signed.transaction("2", product: "p", type: .nonConsumable, bundleId: "com.example.other"), 422, "invalid_signed_transaction"),
+                ("not a JWS", "hello", 422, "invalid_signed_transaction"),
+                ("not base64url", "a.b+c.d", 400, "invalid_request"),
+            ]
+            for (what, jws, status, code) in cases {
+                let answer = try await api.postTransaction("alice", device: "phone", jws)
+                #expect(answer.status == status && answer.errorCode == code, "\(what): \(answer.text)")
+            }
+            let tampered = try signed.transaction("3", product: "p", type: .nonConsumable).split(separator: ".").enumerated()
+                .map { $0.offset == 1 ? Base64URL.encode(Data(#"{"transactionId":"3","bundleId":"com.example.game","environment":"Sandbox","signedDate":\#(Date().milliseconds)}"#.utf8)) : String($0.element) }
+                .joined(separator: ".")
+            let answer = try await api.postTransaction("alice", device: "phone", tampered)
+            #expect(answer.status == 422 && answer.errorMessage?.contains("signature") == true, "\(answer.text)")
+            #expect(try await api.eventCount() == 0)
+        }
+    }
+
+    // MARK: Notifications
+
+    @Test func refusedNotificationsRecordNothing() async throws {
+        try await Self.run { api, signed in
+            let now = Date()
+            let stranger = Signed(authority: try SimulatorCertificateAuthority(name: "Not the trusted one"))
+            let expired = Signed(authority: try SimulatorCertificateAuthority(
+                options: .init(leafValidity: now.addingTimeInterval(-86_400 * 30)...now.addingTimeInterval(-86_400))))
+            let transaction = try signed.transaction("2000000000000009", product: "coins.100", type: .consumable)
+            let cases: [(String, String, Int, String)] = [
+                ("untrusted root", try stranger.notification("REFUND", transaction: transaction), 401, "invalid_signature"),
+                ("broken chain (the intermediate left out)",
+                 try signed.notification("REFUND", transaction: transaction, withoutIntermediate: true), 401, "invalid_signature"),
+                ("leaf expired at signedDate", try expired.notification("REFUND", transaction: transaction), 401, "invalid_signature"),
+                ("another bundle id", try signed.notification("REFUND", transaction: transaction, bundleId: "com.example.other"), 422, "invalid_notification"),
+                ("a transaction of the other environment",
+                 try signed.notification("REFUND", transaction: try signed.transaction("2000000000000009", product: "coins.100", type: .consumable,
+                                                                                        environment: .production)), 422, "invalid_notification"),
+            ]
+            for (what, payload, status, code) in cases {
+                let answer = try await api.postNotification(payload)
+                #expect(answer.status == status && answer.errorCode == code, "\(what): \(answer.text)")
+                #expect(answer.errorMessage?.hasSuffix("nothing was recorded") == true, "\(what): \(answer.text)")
+            }
+            let xcode = try signed.signer.sign(SimulatorSignedPayloads.notification(
+                type: "TEST", bundleId: Self.app, environment: .sandbox, signedTransactionInfo: nil, signedDate: now
+            ).merging(["data": ["bundleId": Self.app, "environment": "Xcode"]]) { $1 })
+            let local = try await api.postNotification(xcode)
+            #expect(local.status == 422 && local.errorCode == "invalid_environment", "\(local.text)")
+            let unknownApp = try await api.send(.POST, "/v1/apps/com.example.nobody/notifications", key: nil,
+                                                json: ["signedPayload": try signed.notification("TEST", transaction: nil, bundleId: "com.example.nobody")])
+            #expect(unknownApp.status == 404, "\(unknownApp.text)")
+            #expect(try await api.eventCount() == 0)
+            let kept = try await api.client.query("SELECT count(*) FROM ledger.receipts")
+            for try await count in kept.decode(Int.self) { #expect(count == 0) }
+        }
+    }
+
+    @Test func theSameNotificationTwiceRecordsOnceAndAConsumableRefundLowersTheBalance() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("coins.100", type: "consumable")
+            let bought = Date().addingTimeInterval(-3600)
+            let purchase = try signed.transaction("2000000000000010", product: "coins.100", type: .consumable, at: bought, quantity: 3,
+                                                  signedAt: Date().addingTimeInterval(-60))
+            let posted = try await api.postTransaction("bob", device: "phone", purchase)
+            #expect(posted.status == 200, "\(posted.text)")
+            let used = try await api.send(.POST, "/v1/apps/\(Self.app)/users/bob/consumptions", key: api.allKey,
+                                          json: ["productId": "coins.100", "quantity": 2, "deviceId": "phone"])
+            #expect(used.status == 201, "\(used.text)")
+
+            // Apple refunds the purchase: the balance drops below what is left (overdrawn by one).
+            let refunded = try signed.transaction("2000000000000010", product: "coins.100", type: .consumable, at: bought, quantity: 3,
+                                                  revoked: Date(), signedAt: Date())
+            let payload = try signed.notification("REFUND", uuid: "5f1e0c1a-0000-4000-8000-000000000001", transaction: refunded)
+            let first = try await api.postNotification(payload)
+            #expect(first.status == 200, "\(first.text)")
+            #expect(first.json["outcome"] as? String == "recorded" && first.json["userId"] as? String == "bob", "\(first.text)")
+            #expect(first.kinds == ["notification", "refund"], "\(first.text)")
+            let second = try await api.postNotification(payload)
+            #expect(second.status == 200 && second.json["outcome"] as? String == "duplicate", "\(second.text)")
+            #expect(second.json["position"] as? Int == first.json["position"] as? Int)
+
+            let balances = try await api.send(.GET, "/v1/apps/\(Self.app)/users/bob/balances?minPosition=\(first.position)", key: api.keys["read"])
+            #expect((balances.json["balances"] as? [[String: Any]])?.first?["balance"] as? Int == -2, "\(balances.text)")
+            let rows = try await api.audit(user: "bob", after: first.position)
+            #expect(rows.map { $0["event"] as? String } == ["purchase", "refund"], "\(rows)")
+            let notifications = try await api.client.query(
+                "SELECT count(*) FROM ledger.events WHERE event_type = 'AppStoreNotificationReceived.v1'")
+            for try await count in notifications.decode(Int.self) { #expect(count == 1) }
+        }
+    }
+
+    @Test func aRenewalByNotificationExtendsTheSubscriptionWithNoDevice() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro")
+            let start = Date().addingTimeInterval(-30 * 86_400 + 60)
+            let firstEnd = start.addingTimeInterval(30 * 86_400)
+            let purchase = try signed.transaction("2000000000000020", product: "pro.monthly", type: .autoRenewable, at: start, expires: firstEnd,
+                                                  price: 4990)
+            let posted = try await api.postTransaction("carol", device: "phone", purchase)
+            #expect(posted.status == 200 && posted.kinds == ["receipt", "purchase"], "\(posted.text)")
+
+            let secondEnd = firstEnd.addingTimeInterval(30 * 86_400)
+            let renewal = try signed.transaction("2000000000000021", original: "2000000000000020", product: "pro.monthly", type: .autoRenewable,
+                                                 at: firstEnd, expires: secondEnd, price: 4990)
+            let info = try signed.signer.sign(SimulatorSignedPayloads.renewalInfo(
+                originalTransactionId: "2000000000000020", productId: "pro.monthly", environment: .sandbox, renewalDate: secondEnd, signedDate: Date()))
+            let renewed = try await api.postNotification(try signed.notification("DID_RENEW", transaction: renewal, renewalInfo: info))
+            #expect(renewed.status == 200 && renewed.json["userId"] as? String == "carol", "\(renewed.text)")
+            #expect(renewed.kinds == ["notification", "renewal", "renewal_info"], "\(renewed.text)")
+
+            let subscriptions = try await api.send(.GET, "/v1/apps/\(Self.app)/users/carol/entitlements?minPosition=\(renewed.position)",
+                                                   key: api.keys["read"])
+            let pro = (subscriptions.json["subscriptions"] as? [[String: Any]])?.first
+            #expect(pro?["active"] as? Bool == true, "\(subscriptions.text)")
+            #expect((pro?["expiresAt"] as? String).flatMap(LedgerJSON.parseTimestamp)?.milliseconds == secondEnd.milliseconds, "\(subscriptions.text)")
+            let rows = try await api.audit(user: "carol", after: renewed.position)
+            #expect(rows.map { $0["event"] as? String } == ["purchase", "renewal"], "\(rows)")
+            #expect(rows.allSatisfy { $0["price"] as? String == "4.99" && $0["priceSource"] as? String == "app_store" }, "\(rows)")
+            // Apple alone named no device: the renewal is delivered to none.
+            #expect(rows.last?["deviceId"] is NSNull, "\(rows)")
+        }
+    }
+
+    @Test func aNotificationNoUserHoldsWaitsAndIsAppliedWhenItsUserPosts() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("no_ads", type: "non_consumable")
+            let bought = Date().addingTimeInterval(-600)
+            let refund = try signed.transaction("2000000000000030", product: "no_ads", type: .nonConsumable, at: bought,
+                                                revoked: Date(), token: "0f4a8e2c-1d3b-4c5e-9a7f-2b6d8c0e1f3a")
+            let early = try await api.postNotification(try signed.notification("REFUND", transaction: refund))
+            #expect(early.status == 200 && early.json["outcome"] as? String == "waiting", "\(early.text)")
+            #expect(early.json["userId"] is NSNull, "\(early.text)")
+
+            // The device posts the purchase later (signed before the refund): the refund goes to its user.
+            let purchase = try signed.transaction("2000000000000030", product: "no_ads", type: .nonConsumable, at: bought,
+                                                  token: "0f4a8e2c-1d3b-4c5e-9a7f-2b6d8c0e1f3a", signedAt: Date().addingTimeInterval(-60))
+            let posted = try await api.postTransaction("dave", device: "phone", purchase)
+            #expect(posted.status == 200, "\(posted.text)")
+            #expect(posted.kinds == ["receipt", "purchase", "notification", "refund"], "\(posted.text)")
+            #expect((posted.entitlements["owned"] as? [Any])?.isEmpty == true, "refunded, so not owned: \(posted.text)")
+
+            // Posting again copies nothing twice.
+            let again = try await api.postTransaction("dave", device: "phone", purchase)
+            #expect(again.status == 200 && again.kinds.isEmpty, "\(again.text)")
+
+            // A later notification about the same purchase goes straight to dave, by token alone too.
+            let reversed = try signed.transaction("2000000000000031", product: "no_ads", type: .nonConsumable, at: Date(),
+                                                  token: "0f4a8e2c-1d3b-4c5e-9a7f-2b6d8c0e1f3a")
+            let byToken = try await api.postNotification(try signed.notification("ONE_TIME_CHARGE", transaction: reversed))
+            #expect(byToken.status == 200 && byToken.json["userId"] as? String == "dave", "\(byToken.text)")
+        }
+    }
+
+    @Test func aStoreKit2ViewAndAReceiptViewOfOnePurchaseGiveOnePurchaseRow() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("gems.10", type: "consumable", prices: ["USD": "1.99"])
+            let bought = try await api.buy("erin", "gems.10")
+            let receipt = try await api.ingest("erin", device: "phone", receipt: bought.receipt)
+            #expect(receipt.status == 200 && receipt.kinds == ["receipt", "purchase"], "\(receipt.text)")
+            // The same transaction as StoreKit 2 shows it: the dates the receipt gave, Apple's naming.
+            let fields = try await api.recordedFields(bought.transactionId)
+            let purchaseDate = Date(milliseconds: try #require(fields["purchase_date_ms"].flatMap { Int64($0) }))
+            let view = try signed.transaction(bought.transactionId, original: fields["original_transaction_id"], product: "gems.10",
+                                              type: .consumable, at: purchaseDate, price: 1990)
+            let posted = try await api.postTransaction("erin", device: "tablet", view)
+            #expect(posted.status == 200 && posted.kinds.isEmpty && posted.duplicates == [bought.transactionId], "\(posted.text)")
+            let rows = try await api.audit(user: "erin", after: posted.position)
+            #expect(rows.count == 1 && rows.first?["event"] as? String == "purchase", "\(rows)")
+            #expect(rows.first?["transactionId"] as? String == bought.transactionId)
+        }
+    }
+}
+
+extension APIHarness {
+    func postTransaction(_ user: String, device: String, _ jws: String) async throws -> Answer {
+        try await send(.POST, "/v1/apps/\(Self.app)/transactions", key: keys["ingest"],
+                       json: ["userId": user, "deviceId": device, "signedTransaction": jws])
+    }
+
+    func postNotification(_ payload: String) async throws -> Answer {
+        try await send(.POST, "/v1/apps/\(Self.app)/notifications", key: nil, json: ["signedPayload": payload])
+    }
+
+    func eventCount() async throws -> Int {
+        for try await count in try await client.query("SELECT count(*)::int FROM ledger.events").decode(Int.self) { return count }
+        return 0
+    }
+
+    /// The latest fields recorded for a transaction.
+    func recordedFields(_ transactionId: String) async throws -> [String: String] {
+        let rows = try await client.query("""
+            SELECT (data -> 'fields')::text FROM ledger.events
+            WHERE event_type = 'AppStoreTransactionObserved.v1' AND data ->> 'transactionId' = \(transactionId)
+            ORDER BY "position" DESC LIMIT 1
+            """)
+        for try await text in rows.decode(String.self) { return try JSONDecoder().decode([String: String].self, from: Data(text.utf8)) }
+        return [:]
+    }
+}
