@@ -101,7 +101,7 @@ let package = Package(
         .target(
             name: "AppStoreSimulator",
             dependencies: [
-                "AppStore", "LedgerDomain", .crypto, .asn1, .x509, .hummingbird, .logging, .serviceLifecycle,
+                "AppStore", "LedgerDomain", .crypto, .asn1, .x509, .hummingbird, .logging, .serviceLifecycle, .asyncHTTPClient, .nioCore, .nioHTTP1,
             ],
             swiftSettings: swiftSettings
         ),

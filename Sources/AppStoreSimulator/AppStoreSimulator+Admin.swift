@@ -5,7 +5,7 @@ import LedgerDomain
 
 /// The simulator's admin API: what App Store Connect, a test device and Apple support would do.
 extension AppStoreSimulator {
-    struct AppBody: Decodable { var sharedSecret: String? }
+    struct AppBody: Decodable { var sharedSecret: String?; var notificationURL: String? }
     struct ProductBody: Decodable {
         var type: ProductType
         var duration: SubscriptionDuration?
@@ -13,6 +13,8 @@ extension AppStoreSimulator {
         var level: Int?
         var familyShareable: Bool?
         var introOffer: IntroOffer?
+        var price: String?
+        var currency: String?
     }
     struct UserBody: Decodable { var userId: String? }
     struct PurchaseBody: Decodable { var userId: String; var bundleId: String; var productId: String; var quantity: Int? }
@@ -20,7 +22,12 @@ extension AppStoreSimulator {
     struct CancelBody: Decodable { var reason: Int? }
     struct AdvanceBody: Decodable { var seconds: Double?; var minutes: Double? }
 
-    struct AppView: Encodable { var bundleId: String; var sharedSecret: String; var products: [SimulatedProduct] }
+    struct AppView: Encodable {
+        var bundleId: String
+        var sharedSecret: String
+        var notificationURL: String?
+        var products: [SimulatedProduct]
+    }
     struct UserView: Encodable { var userId: String }
     struct ClockView: Encodable { var now: Date; var nowMs: Int64; var offsetSeconds: Double; var environment: StoreEnvironment }
     struct PurchaseView: Encodable {
@@ -32,25 +39,52 @@ extension AppStoreSimulator {
         var receipt: String
         /// An iOS 6 style receipt of this transaction alone.
         var transactionReceipt: String
+        /// The transaction as StoreKit 2 gives it to the app (`Transaction.jwsRepresentation`).
+        var signedTransaction: String
     }
     struct RestoreView: Encodable { var transactions: [SimulatorTransaction]; var receipt: String }
-    struct UserAppView: Encodable { var userId: String; var bundleId: String; var transactions: [SimulatorTransaction]; var receipt: String }
+    struct UserAppView: Encodable {
+        var userId: String
+        var bundleId: String
+        var transactions: [SimulatorTransaction]
+        var receipt: String
+        /// StoreKit 2's view: every transaction but the restores StoreKit 1 made (`Transaction.all`).
+        var signedTransactions: [String]
+    }
 
     func addAdminRoutes(to router: Router<some RequestContext>) {
         let store = self.store
         let signer = self.signer
+        let signedPayloads = self.signedPayloads
+        let notifier = self.notifier
+        let environment = configuration.environment
         let admin = router.group("admin")
+        /// A transaction as StoreKit 2 signs it now, with its product's price.
+        @Sendable func signed(_ transaction: SimulatorTransaction) async throws -> String {
+            let price = await store.price(bundleId: transaction.bundleId, productId: transaction.productId)
+            return try signedPayloads.sign(signedPayloads.fields(of: transaction, price: price, environment: environment, signedDate: await store.now))
+        }
+
+        admin.get("root.pem") { _, _ -> Response in
+            var headers = HTTPFields()
+            headers[.contentType] = "application/x-pem-file"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: try signedPayloads.authority.rootPEM())))
+        }
+        admin.get("notifications") { _, _ -> Response in
+            try Self.json(["notifications": await notifier.all()])
+        }
 
         admin.put("apps/:bundleId") { request, context -> Response in
             let bundleId = try context.parameters.require("bundleId")
             let body = try await Self.decode(AppBody.self, request, context, allowEmpty: true) ?? AppBody()
-            let app = try await store.putApp(bundleId: bundleId, sharedSecret: body.sharedSecret)
-            return try Self.json(AppView(bundleId: app.bundleId, sharedSecret: app.sharedSecret, products: []))
+            let app = try await store.putApp(bundleId: bundleId, sharedSecret: body.sharedSecret, notificationURL: body.notificationURL)
+            return try Self.json(AppView(bundleId: app.bundleId, sharedSecret: app.sharedSecret, notificationURL: app.notificationURL,
+                                         products: app.products.values.sorted { $0.productId < $1.productId }))
         }
         admin.get("apps/:bundleId") { _, context -> Response in
             let app = try await store.app(try context.parameters.require("bundleId"))
             return try Self.json(AppView(
-                bundleId: app.bundleId, sharedSecret: app.sharedSecret,
+                bundleId: app.bundleId, sharedSecret: app.sharedSecret, notificationURL: app.notificationURL,
                 products: app.products.values.sorted { $0.productId < $1.productId }
             ))
         }
@@ -64,7 +98,7 @@ extension AppStoreSimulator {
                 bundleId: bundleId,
                 SimulatedProduct(
                     productId: productId, type: body.type, duration: body.duration, group: body.group, level: body.level,
-                    familyShareable: body.familyShareable ?? false, introOffer: body.introOffer
+                    familyShareable: body.familyShareable ?? false, introOffer: body.introOffer, price: body.price, currency: body.currency
                 )
             )
             return try Self.json(product)
@@ -81,7 +115,10 @@ extension AppStoreSimulator {
             let bundleId = try context.parameters.require("bundleId")
             let transactions = try await store.transactions(userId: userId, bundleId: bundleId)
             let receipt = signer.issue(try await store.appReceiptPayload(userId: userId, bundleId: bundleId))
-            return try Self.json(UserAppView(userId: userId, bundleId: bundleId, transactions: transactions, receipt: receipt))
+            var signedTransactions: [String] = []
+            for transaction in transactions where transaction.restoredTransactionId == nil { signedTransactions.append(try await signed(transaction)) }
+            return try Self.json(UserAppView(userId: userId, bundleId: bundleId, transactions: transactions, receipt: receipt,
+                                             signedTransactions: signedTransactions))
         }
         admin.post("purchases") { request, context -> Response in
             guard let body = try await Self.decode(PurchaseBody.self, request, context) else {
@@ -94,7 +131,8 @@ extension AppStoreSimulator {
             let transactionReceipt = signer.issue(await store.transactionReceiptPayload(purchase.transaction))
             // 202 when nothing was bought yet: a downgrade or crossgrade waits for the next renewal.
             return try Self.json(
-                PurchaseView(transaction: purchase.transaction, change: purchase.change, receipt: receipt, transactionReceipt: transactionReceipt),
+                PurchaseView(transaction: purchase.transaction, change: purchase.change, receipt: receipt, transactionReceipt: transactionReceipt,
+                             signedTransaction: try await signed(purchase.transaction)),
                 status: purchase.createdTransaction ? .created : .accepted
             )
         }

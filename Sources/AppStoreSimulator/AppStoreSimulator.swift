@@ -43,19 +43,29 @@ public struct AppStoreSimulator: Service {
         public var signingKey: String?
         /// Set by benchmarks to learn the server's own handling time per receipt.
         public var timing: SimulatorServerTiming?
+        /// The test root, intermediate and leaf that sign StoreKit 2 transactions and notifications;
+        /// nil makes new ones at start. A ledger trusts them only when told (`--trust-simulator-root`).
+        public var authority: SimulatorCertificateAuthority?
+        /// The pauses before each new try of a notification the server did not answer 200 (Apple
+        /// makes five more tries, hours apart; the simulator seconds apart).
+        public var notificationRetryDelays: [Duration]
 
         public init(
             host: String = "127.0.0.1",
             port: Int = 8090,
             environment: StoreEnvironment = .sandbox,
             signingKey: String? = nil,
-            timing: SimulatorServerTiming? = nil
+            timing: SimulatorServerTiming? = nil,
+            authority: SimulatorCertificateAuthority? = nil,
+            notificationRetryDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16)]
         ) {
             self.host = host
             self.port = port
             self.environment = environment
             self.signingKey = signingKey
             self.timing = timing
+            self.authority = authority
+            self.notificationRetryDelays = notificationRetryDelays
         }
     }
 
@@ -63,24 +73,44 @@ public struct AppStoreSimulator: Service {
     let logger: Logger
     let store: SimulatorStore
     let signer: SimulatorReceiptSigner
+    /// Signs StoreKit 2 transactions, renewal info and notifications.
+    public let signedPayloads: SimulatorSignedPayloads
+    let notifier: SimulatorNotifier
     let onServerRunning: @Sendable (Int) async -> Void
 
     /// - Parameter onServerRunning: called with the bound port once the server listens.
-    public init(configuration: Configuration, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) {
+    public init(configuration: Configuration, logger: Logger, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
         self.configuration = configuration
         self.logger = logger
         self.store = SimulatorStore(environment: configuration.environment)
         self.signer = SimulatorReceiptSigner(keyText: configuration.signingKey)
+        self.signedPayloads = SimulatorSignedPayloads(authority: try configuration.authority ?? SimulatorCertificateAuthority())
+        self.notifier = SimulatorNotifier(signer: signedPayloads, environment: configuration.environment,
+                                          retryDelays: configuration.notificationRetryDelays, logger: logger)
         self.onServerRunning = onServerRunning
     }
 
+    /// Serves until shut down, sending notifications meanwhile.
     public func run() async throws {
-        try await application().run()
+        let notifier = self.notifier
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await notifier.run() }
+            do {
+                try await application().run()
+            } catch {
+                await notifier.stop()
+                group.cancelAll()
+                throw error
+            }
+            await notifier.stop()
+            group.cancelAll()
+        }
     }
 
     func application() -> some ApplicationProtocol {
         let router = Router()
         router.middlewares.add(LogRequestsMiddleware(.debug))
+        router.middlewares.add(NoticeMiddleware(store: store, notifier: notifier))
         addVerifyRoute(to: router)
         addAdminRoutes(to: router)
         let onServerRunning = self.onServerRunning
@@ -179,5 +209,23 @@ public struct AppStoreSimulator: Service {
             }
             try await writer.finish(nil)
         })
+    }
+}
+
+/// After every request: what it made happen that Apple would notify the app's server of
+/// (a purchase, a renewal the clock brought, a refund) is signed and queued for sending.
+struct NoticeMiddleware<Context: RequestContext>: RouterMiddleware {
+    let store: SimulatorStore
+    let notifier: SimulatorNotifier
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            await notifier.enqueue(await store.takeNotices())
+            return response
+        } catch {
+            await notifier.enqueue(await store.takeNotices())
+            throw error
+        }
     }
 }

@@ -21,6 +21,10 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     public let familyShareable: Bool
     /// Auto-renewables only: what a user's first subscription in the group starts with.
     public let introOffer: IntroOffer?
+    /// What a unit costs (decimal text, "0.99") and in what currency: signed transactions carry it
+    /// as Apple's `price` (in milliunits) and `currency`. Receipts never did.
+    public let price: String?
+    public let currency: String?
 
     public init(
         productId: String,
@@ -29,8 +33,12 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         group: String? = nil,
         level: Int? = nil,
         familyShareable: Bool = false,
-        introOffer: IntroOffer? = nil
+        introOffer: IntroOffer? = nil,
+        price: String? = nil,
+        currency: String? = nil
     ) {
+        self.price = price
+        self.currency = currency
         self.productId = productId
         self.type = type
         self.duration = duration
@@ -41,7 +49,7 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier
+        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier, price, currency
     }
 
     /// Absent keys are absent features, so the products of earlier simulators still read.
@@ -54,7 +62,9 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
             group: try container.decodeIfPresent(String.self, forKey: .group),
             level: try container.decodeIfPresent(Int.self, forKey: .level),
             familyShareable: try container.decodeIfPresent(Bool.self, forKey: .familyShareable) ?? false,
-            introOffer: try container.decodeIfPresent(IntroOffer.self, forKey: .introOffer)
+            introOffer: try container.decodeIfPresent(IntroOffer.self, forKey: .introOffer),
+            price: try container.decodeIfPresent(String.self, forKey: .price),
+            currency: try container.decodeIfPresent(String.self, forKey: .currency)
         )
     }
 
@@ -69,6 +79,19 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         try container.encode(familyShareable, forKey: .familyShareable)
         try container.encodeIfPresent(introOffer, forKey: .introOffer)
         try container.encodeIfPresent(subscriptionGroupIdentifier, forKey: .subscriptionGroupIdentifier)
+        try container.encodeIfPresent(price, forKey: .price)
+        try container.encodeIfPresent(currency, forKey: .currency)
+    }
+
+    /// "0.99" as Apple's milliunits (990); nil for text that is not a decimal with at most three places.
+    static func milliunits(_ price: String) -> Int64? {
+        let parts = price.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let whole = Int64(parts[0]), whole >= 0 else { return nil }
+        let fraction = parts.count == 2 ? String(parts[1]) : ""
+        guard fraction.count <= 3, fraction.allSatisfy(\.isASCII), fraction.allSatisfy(\.isNumber) else { return nil }
+        let padded = fraction + String(repeating: "0", count: 3 - fraction.count)
+        guard let thousandths = Int64(padded) else { return nil }
+        return whole * 1000 + thousandths
     }
 
     /// The group an auto-renewable subscribes in: its `group`, or itself alone; `nil` for other types.

@@ -18,6 +18,22 @@ actor SimulatorStore {
         var bundleId: String
         var sharedSecret: String
         var products: [String: SimulatedProduct]
+        /// Where App Store Server Notifications V2 for the app go (App Store Connect's setting).
+        var notificationURL: String? = nil
+    }
+
+    /// Something Apple would tell the app's server about (App Store Server Notifications V2),
+    /// waiting for `takeNotices`.
+    struct Notice: Sendable {
+        let type: String
+        let subtype: String?
+        let transaction: SimulatorTransaction
+        /// Auto-renewables: the subscription as it stands when the notice is made.
+        let renewal: SubscriptionView?
+        let at: Date
+        let notificationURL: String?
+        /// The product's price, per unit, in milliunits, and its currency.
+        let price: (milliunits: Int64, currency: String)?
     }
 
     private struct UserApp: Hashable {
@@ -85,6 +101,7 @@ actor SimulatorStore {
     private var nextWebOrderId: Int64
     private var nextUserNumber = 1
     private var faults = SimulatorFaults()
+    private var notices: [Notice] = []
 
     init(environment: StoreEnvironment) {
         self.environment = environment
@@ -107,18 +124,71 @@ actor SimulatorStore {
             throw SimulatorError.badRequest("the clock only moves forward: give a number of seconds or minutes of 0 or more")
         }
         clockOffset += seconds
+        // Renewals happen on the clock, not when someone looks: their notifications go out now.
+        for key in subscriptionsByUser.keys { materialize(key) }
         return now
+    }
+
+    // MARK: Notifications
+
+    /// A product's price per unit in milliunits, and its currency, when the product has one.
+    func price(bundleId: String, productId: String) -> (milliunits: Int64, currency: String)? {
+        apps[bundleId]?.products[productId].flatMap { product in
+            product.price.flatMap(SimulatedProduct.milliunits).map { ($0, product.currency ?? "USD") }
+        }
+    }
+
+    /// What happened since the last call that Apple would notify the app's server of, oldest first.
+    func takeNotices() -> [Notice] {
+        defer { notices.removeAll() }
+        return notices
+    }
+
+    private func notify(_ type: String, _ subtype: String? = nil, about transaction: SimulatorTransaction) {
+        let app = apps[transaction.bundleId]
+        let renewal = transaction.productType == .autoRenewable
+            ? (subscriptions[transaction.originalTransactionId]).flatMap { view(of: $0, at: now) }
+            : nil
+        let price = price(bundleId: transaction.bundleId, productId: transaction.productId)
+        notices.append(Notice(type: type, subtype: subtype, transaction: transaction, renewal: renewal, at: now,
+                              notificationURL: app?.notificationURL, price: price))
+    }
+
+    /// The notification Apple sends for a new transaction: none for restores and family members' copies.
+    private func notifyNew(_ transaction: SimulatorTransaction) {
+        guard transaction.isPayment else { return }
+        guard transaction.productType == .autoRenewable else {
+            notify("ONE_TIME_CHARGE", about: transaction)
+            return
+        }
+        if transaction.transactionId == transaction.originalTransactionId {
+            notify("SUBSCRIBED", "INITIAL_BUY", about: transaction)
+            return
+        }
+        let periods = subscriptions[transaction.originalTransactionId]?.periodIds ?? []
+        let previous = periods.last { $0 != transaction.transactionId }.flatMap { transactions[$0] }
+        if let previous, previous.productId != transaction.productId {
+            notify("DID_CHANGE_RENEWAL_PREF", previous.isUpgraded ? "UPGRADE" : "DOWNGRADE", about: transaction)
+        } else {
+            notify("DID_RENEW", about: transaction)
+        }
     }
 
     // MARK: Apps, products, users
 
     @discardableResult
-    func putApp(bundleId: String, sharedSecret: String?) throws -> App {
+    func putApp(bundleId: String, sharedSecret: String?, notificationURL: String? = nil) throws -> App {
         try Self.requireIdentifier(bundleId, "bundle id")
         var app = apps[bundleId] ?? App(bundleId: bundleId, sharedSecret: Self.randomSecret(), products: [:])
         if let sharedSecret {
             guard !sharedSecret.isEmpty else { throw SimulatorError.badRequest("sharedSecret must not be empty") }
             app.sharedSecret = sharedSecret
+        }
+        if let notificationURL {
+            guard notificationURL.isEmpty || URL(string: notificationURL)?.host != nil else {
+                throw SimulatorError.badRequest("notificationURL '\(notificationURL)' is not an http(s) URL (\"\" turns notifications off)")
+            }
+            app.notificationURL = notificationURL.isEmpty ? nil : notificationURL
         }
         apps[bundleId] = app
         return app
@@ -147,6 +217,12 @@ actor SimulatorStore {
             }
         }
         try Self.checkSubscriptionOptions(product)
+        if let price = product.price, SimulatedProduct.milliunits(price) == nil {
+            throw SimulatorError.badRequest("price '\(price)' is not a decimal amount with at most three places, such as \"0.99\"")
+        }
+        if let currency = product.currency, !(currency.count == 3 && currency.allSatisfy { $0.isASCII && $0.isUppercase }) {
+            throw SimulatorError.badRequest("currency '\(currency)' is not an ISO 4217 code such as USD")
+        }
         var app = try apps[bundleId] ?? putApp(bundleId: bundleId, sharedSecret: nil)
         app.products[product.productId] = product
         apps[bundleId] = app
@@ -264,6 +340,10 @@ actor SimulatorStore {
             subscription.stoppedAt = now
             subscriptions[transaction.originalTransactionId] = subscription
         }
+        notify("REFUND", about: transaction)
+        for copy in transactions.values where copy.sharedTransactionId == transactionId {
+            notify("REVOKE", about: copy)
+        }
         return transaction
     }
 
@@ -346,6 +426,9 @@ actor SimulatorStore {
             }
         }
         subscriptions[originalTransactionId] = subscription
+        if failing, let latest = subscription.latestId.flatMap({ transactions[$0] }) {
+            notify("DID_FAIL_TO_RENEW", gracePeriodDays == nil ? nil : "GRACE_PERIOD", about: latest)
+        }
         var answer = try status(originalTransactionId)
         answer.newTransactions = made
         return answer
@@ -364,8 +447,12 @@ actor SimulatorStore {
                 "subscription \(originalTransactionId) lapsed at \(Self.iso(subscription.latestEnd(in: environment))): buy \(subscription.plan.productId) again"
             )
         }
+        let changed = subscription.autoRenewEnabled != enabled
         subscription.autoRenewEnabled = enabled
         subscriptions[originalTransactionId] = subscription
+        if changed, let latest = subscription.latestId.flatMap({ transactions[$0] }) {
+            notify("DID_CHANGE_RENEWAL_STATUS", enabled ? "AUTO_RENEW_ENABLED" : "AUTO_RENEW_DISABLED", about: latest)
+        }
         return try status(originalTransactionId)
     }
 
@@ -716,6 +803,7 @@ actor SimulatorStore {
     private func record(_ transaction: SimulatorTransaction) -> SimulatorTransaction {
         transactions[transaction.transactionId] = transaction
         transactionsByUser[UserApp(userId: transaction.userId, bundleId: transaction.bundleId), default: []].append(transaction.transactionId)
+        notifyNew(transaction)
         return transaction
     }
 

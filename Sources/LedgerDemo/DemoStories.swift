@@ -35,6 +35,7 @@ public struct DemoStories: Sendable {
             try await nonConsumable(),
             try await nonRenewing(),
             try await refund(),
+            try await storeKit2(),
             try await autoRenewable(),
             try await restoredSubscription(),
         ]
@@ -45,6 +46,7 @@ public struct DemoStories: Sendable {
     @discardableResult
     public func defineCatalog() async throws -> StoryResult {
         var story = StoryRecorder(story: "catalog", userId: "", headline: "The catalog: one product of each kind", client: client, printer: printer)
+        // The simulator knows the prices too: StoreKit 2 transactions carry Apple's price.
         let products: [(id: String, type: String, duration: String?, price: String)] = [
             (Product.coins, "consumable", nil, "0.99"),
             (Product.levelPack, "non_consumable", nil, "2.99"),
@@ -55,9 +57,11 @@ public struct DemoStories: Sendable {
         for product in products {
             var simulated: [String: DemoJSON] = ["type": .string(product.type)]
             if let duration = product.duration { simulated["duration"] = .string(duration) }
+            var catalog = simulated
+            simulated["price"] = .string(product.price)
+            simulated["currency"] = "USD"
             try await story.simulator("simulator-product", "Define \(product.id) (\(product.type)) in the App Store", .PUT,
                                       "/admin/apps/\(client.bundleId)/products/\(product.id)", .object(simulated))
-            var catalog = simulated
             catalog["prices"] = ["USD": .string(product.price)]
             try await story.ledger("ledger-product", "Define \(product.id) in the ledger's catalog", .PUT,
                                    "/v1/apps/\(client.bundleId)/products/\(product.id)", .object(catalog))

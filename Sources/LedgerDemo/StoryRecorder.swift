@@ -10,6 +10,8 @@ struct StoryRecorder {
     /// The highest `position` a ledger write answered with.
     var position = 0
     private var number = 0
+    /// Notifications a step of the story has shown already.
+    var seenNotifications: Set<String> = []
 
     init(story: String, userId: String, headline: String, client: DemoClient, printer: @escaping @Sendable (String) -> Void) {
         self.client = client
@@ -137,7 +139,7 @@ struct StoryRecorder {
         return lines.isEmpty ? ["nothing"] : lines
     }
 
-    private mutating func record(_ name: String, _ title: String, _ request: String, _ body: DemoJSON?, _ answer: DemoAnswer, expect: Int) throws {
+    mutating func record(_ name: String, _ title: String, _ request: String, _ body: DemoJSON?, _ answer: DemoAnswer, expect: Int) throws {
         number += 1
         let sent = body.map { " " + Self.abbreviated($0).description } ?? ""
         result.steps.append(DemoStep(name: name, title: title, request: request + sent, status: answer.status, answer: answer.body))

@@ -10,7 +10,7 @@ import UnixSignals
 struct AppStoreSim: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appstore-sim",
-        abstract: "Run a local App Store that speaks verifyReceipt, for trying the ledger without Apple.",
+        abstract: "Run a local App Store that speaks verifyReceipt, signs StoreKit 2 transactions and sends notifications, for trying the ledger without Apple.",
         discussion: """
             Point the ledger at it: LEDGER_APPSTORE_PRODUCTION_URL=http://HOST:PORT/production/verifyReceipt and LEDGER_APPSTORE_SANDBOX_URL=http://HOST:PORT/sandbox/verifyReceipt. Those two paths stand for Apple's two services: a receipt sent to the other environment's path answers 21007 or 21008, as Apple does, so the ledger records it in the right environment. Everything is in memory and lost when it stops.
 
@@ -18,9 +18,13 @@ struct AppStoreSim: AsyncParsableCommand {
 
             Auto-renewables renew on the simulator's clock. In the sandbox a period lasts P7D 3 min, P1M 5, P2M 10, P3M 15, P6M 30, P1Y 60, and renewals stop after 6; in production periods are calendar periods. The clock starts at the real time; advance it to see renewals and expiry.
 
+            StoreKit 2: the simulator makes a test root, intermediate and leaf at start and signs transactions, renewal info and App Store Server Notifications V2 with them, in Apple's shapes. --root-out FILE writes the root (also GET /admin/root.pem); start the ledger with --trust-simulator-root FILE to accept them (Apple's root stays the only one otherwise). Give an app a notificationURL (the ledger's http://HOST:PORT/v1/apps/{bundleId}/notifications) and the simulator posts {"signedPayload"} there on purchases (SUBSCRIBED, ONE_TIME_CHARGE), renewals on its clock (DID_RENEW), plan changes, refunds (REFUND; REVOKE to family members), billing failures (DID_FAIL_TO_RENEW) and auto-renew changes, trying again after 1, 2, 4, 8 and 16 seconds until it gets a 200.
+
             Admin API (JSON bodies, ISO 8601 dates):
               PUT    /admin/apps/{bundleId}
-                       {"sharedSecret": "..."}  optional: a random secret is made
+                       {"sharedSecret": "...", "notificationURL": "http://..."}
+                       optional: a random secret is made; "" turns
+                       notifications off
               GET    /admin/apps/{bundleId}
               PUT    /admin/apps/{bundleId}/products/{productId}
                        {"type": consumable | non_consumable | auto_renewable |
@@ -28,14 +32,17 @@ struct AppStoreSim: AsyncParsableCommand {
                         "duration": P7D | P1M | P2M | P3M | P6M | P1Y,
                         "group", "level": 1 (highest), "familyShareable": true,
                         "introOffer": {"kind": free_trial | pay_as_you_go |
-                                       pay_up_front, "periods": N}}
+                                       pay_up_front, "periods": N},
+                        "price": "0.99", "currency": "USD"}  (price goes into
+                       signed transactions only)
               GET    /admin/apps/{bundleId}/products
               POST   /admin/users
                        {"userId": "alice"}  optional: user-1, user-2, ...
               POST   /admin/purchases
                        {"userId", "bundleId", "productId", "quantity": 1}
-                       answers the transaction, "receipt" (app receipt) and
-                       "transactionReceipt" (old per-transaction receipt)
+                       answers the transaction, "receipt" (app receipt),
+                       "transactionReceipt" (old per-transaction receipt) and
+                       "signedTransaction" (StoreKit 2's JWS)
                        another product of a subscribed group: an upgrade
                        (at once) or a downgrade/crossgrade (202, at renewal)
               POST   /admin/restores
@@ -57,7 +64,12 @@ struct AppStoreSim: AsyncParsableCommand {
               POST   /admin/subscriptions/{originalTransactionId}/auto-renew
                        {"enabled": false}
               GET    /admin/users/{userId}/apps/{bundleId}
-                       transactions so far and a fresh app receipt
+                       transactions so far, a fresh app receipt and
+                       "signedTransactions"
+              GET    /admin/notifications
+                       every notification: type, transaction, tries, last
+                       status, delivered
+              GET    /admin/root.pem   the test root (PEM)
               GET    /admin/clock
               POST   /admin/clock/advance
                        {"minutes": 5} or {"seconds": 300}
@@ -85,6 +97,9 @@ struct AppStoreSim: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Text the receipt-signing key is derived from, so that receipts survive a restart (default: random per run).", valueName: "text"))
     var signingKey: String?
 
+    @Option(help: ArgumentHelp("Write the test root that signs StoreKit 2 transactions and notifications to this file (PEM), for ledger serve --trust-simulator-root.", valueName: "file"))
+    var rootOut: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical (default: $LEDGER_LOG_LEVEL or info).")
     var logLevel: String?
 
@@ -106,11 +121,19 @@ struct AppStoreSim: AsyncParsableCommand {
 
         let host = self.host
         let environment = StoreEnvironment(rawValue: environment) ?? .sandbox
-        let simulator = AppStoreSimulator(
+        let simulator = try AppStoreSimulator(
             configuration: .init(host: host, port: port, environment: environment, signingKey: signingKey),
             logger: logger
         ) { boundPort in
             Self.printWelcome(base: "http://\(host):\(boundPort)", environment: environment)
+        }
+        if let rootOut {
+            do {
+                try simulator.signedPayloads.authority.rootPEM().write(toFile: rootOut, atomically: true, encoding: .utf8)
+            } catch {
+                throw CommandFailure(message: "cannot write the test root to '\(rootOut)': \(error.localizedDescription)")
+            }
+            Output.line("test root written to \(rootOut): start the ledger with --trust-simulator-root \(rootOut)")
         }
         let group = ServiceGroup(configuration: .init(
             services: [simulator],

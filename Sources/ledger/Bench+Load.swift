@@ -15,9 +15,9 @@ extension Bench {
     struct Load: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "http",
-            abstract: "Load the HTTP API on loopback: receipts ingested/s and entitlement reads/s, against `bench append`.",
+            abstract: "Load the HTTP API on loopback: receipts ingested/s, entitlement reads/s and App Store notifications/s, against `bench append`.",
             discussion: """
-                Runs the ledger's server and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (the post and the transaction observed: one append of two events, after the receipt and the App Store's answer are kept). Then --reads entitlement reads of those users. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s.
+                Runs the ledger's server and the App Store simulator in this process, on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (the post and the transaction observed: one append of two events, after the receipt and the App Store's answer are kept). Then --reads entitlement reads of those users. Then, for each timed user, a REFUND notification (App Store Server Notifications V2, signed by the simulator's test authority, which this ledger trusts) posted from --workers concurrent senders: each is verified (chain, ES256, bundle, environment) and records the notification and the refunded transaction's new fields. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s.
                 """
         )
 
@@ -43,18 +43,20 @@ extension Bench {
             let simulatorForLedger = ServerPort()
             let simulatorForLoad = ServerPort()
             let ledgerPort = ServerPort()
-            let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) { port in
+            let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) { port in
                 simulatorForLedger.report(port)
                 simulatorForLoad.report(port)
             }
             // The scratch database is thrown away: its app's secret may be sealed with a key of this run.
             let secrets = try options.secretSealer() ?? SecretSealer(key: SecretSealer.generateKey(), origin: "a key of this run only")
             let ledger = DemoLedgerService(
-                roles: scratch, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger
+                roles: scratch, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort,
+                signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, simulator.signedPayloads.authority.root]),
+                logger: logger
             )
             let load = HTTPLoadService(
                 settings: scratch.runtime, secrets: secrets, load: HTTPLoad(http: http), simulatorPort: simulatorForLoad, ledgerPort: ledgerPort,
-                receipts: receipts, reads: reads, workers: workers, logger: logger
+                receipts: receipts, reads: reads, workers: workers, signer: simulator.signedPayloads, logger: logger
             )
             let group = ServiceGroup(configuration: .init(
                 services: [
@@ -71,7 +73,7 @@ extension Bench {
             }
             try await http.shutdown()
             guard let measured = await load.results.value else { throw CommandFailure(message: "the load stopped before it measured") }
-            let (ingest, read) = (measured.ingest, measured.read)
+            let (ingest, read, notified) = (measured.ingest, measured.read, measured.notifications)
 
             // The append baseline writes a table of its own: it runs as the owner when one is known.
             let appendScratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
@@ -87,24 +89,26 @@ extension Bench {
             }
 
             func row(_ name: String, _ rate: Double, _ p50: Double, _ p99: Double, _ seconds: Double, _ failures: Int) -> String {
-                name.padding(toLength: 26, withPad: " ", startingAt: 0) + String(format: "%10.0f %9.2f %9.2f %9.2f %8d", rate, p50, p99, seconds, failures)
+                name.padding(toLength: 28, withPad: " ", startingAt: 0) + String(format: "%10.0f %9.2f %9.2f %9.2f %8d", rate, p50, p99, seconds, failures)
             }
             Output.line("http workers=\(workers) receipts=\(ingest.requests) reads=\(read.requests); append events=\(appendEvents) batch=1")
-            Output.line("                              per s    p50 ms    p99 ms   total s   errors")
+            Output.line("                                per s    p50 ms    p99 ms   total s   errors")
             Output.line(row("POST receipts (ingest)", ingest.perSecond, ingest.p50, ingest.p99, ingest.seconds, ingest.failures))
             Output.line(row("GET entitlements", read.perSecond, read.p50, read.p99, read.seconds, read.failures))
+            Output.line(row("POST notifications (REFUND)", notified.perSecond, notified.p50, notified.p99, notified.seconds, notified.failures))
             Output.line(row("ledger.append (batch 1)", append.ledger.eventsPerSecond, append.ledger.p50, append.ledger.p99, append.ledger.seconds, 0))
             Output.line(row("raw INSERT (batch 1)", append.baseline.eventsPerSecond, append.baseline.p50, append.baseline.p99, append.baseline.seconds, 0))
             Output.line(String(format: "ratio (receipts ingested/s / ledger.append/s): %.2f", ingest.perSecond / append.ledger.eventsPerSecond))
+            Output.line(String(format: "ratio (notifications recorded/s / ledger.append/s): %.2f", notified.perSecond / append.ledger.eventsPerSecond))
         }
     }
 }
 
 /// What the load measured, handed from its service to the command.
 actor LoadResults {
-    private(set) var value: (ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement)?
+    private(set) var value: (ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement, notifications: HTTPLoad.Measurement)?
 
-    func set(ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement) {
-        value = (ingest, read)
+    func set(ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement, notifications: HTTPLoad.Measurement) {
+        value = (ingest, read, notifications)
     }
 }

@@ -13,6 +13,8 @@ struct DemoLedgerService: Service {
     let secrets: SecretSealer
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort
+    /// Apple's root and the simulator's: the demo's StoreKit 2 story is signed by the simulator.
+    let signedPayloads: SignedPayloadVerifier
     let logger: Logger
 
     func run() async throws {
@@ -21,7 +23,7 @@ struct DemoLedgerService: Service {
                                              sandboxURL: simulator + "/sandbox/verifyReceipt")
         // The demo's group handles the signals; this nested group shuts down when it does.
         try await Serve.serve(
-            roles: roles, configuration: .init(host: "127.0.0.1", port: 0), appStore: appStore, secrets: secrets,
+            roles: roles, configuration: .init(host: "127.0.0.1", port: 0, api: .init(signedPayloads: signedPayloads)), appStore: appStore, secrets: secrets,
             logger: logger, gracefulShutdownSignals: []
         ) { port in ledgerPort.report(port) }
     }

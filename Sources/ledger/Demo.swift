@@ -63,14 +63,16 @@ struct Demo: AsyncParsableCommand {
         let simulatorForLedger = ServerPort()
         let simulatorForStories = ServerPort()
         let ledgerPort = ServerPort()
-        let simulator = AppStoreSimulator(
+        let simulator = try AppStoreSimulator(
             configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger
         ) { port in
             simulatorForLedger.report(port)
             simulatorForStories.report(port)
         }
         let ledger = DemoLedgerService(
-            roles: roles, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort, logger: logger
+            roles: roles, secrets: secrets, simulatorPort: simulatorForLedger, ledgerPort: ledgerPort,
+            signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, simulator.signedPayloads.authority.root]),
+            logger: logger
         )
         let stories = DemoStoriesService(
             roles: roles, secrets: secrets, bundleId: bundleId, sharedSecret: sharedSecret, simulatorPort: simulatorForStories,

@@ -1,4 +1,5 @@
 import AppStore
+import AppStoreSimulator
 import Foundation
 import LedgerBenchmarks
 import LedgerDemo
@@ -22,6 +23,8 @@ struct HTTPLoadService: Service {
     let receipts: Int
     let reads: Int
     let workers: Int
+    /// Signs the notifications of the notifications phase, as the simulator signs its own.
+    let signer: SimulatorSignedPayloads
     let logger: Logger
     let results = LoadResults()
 
@@ -44,29 +47,31 @@ struct HTTPLoadService: Service {
         let warmUp = min(64, receipts)
         let total = warmUp + receipts + 1
         Output.error("bench http: buying \(total) receipts in the simulator (not timed)")
-        let bought = try await withThrowingTaskGroup(of: [(Int, String)].self) { group in
+        let bought = try await withThrowingTaskGroup(of: [(Int, String, String)].self) { group in
             for worker in 0..<workers {
                 group.addTask {
-                    var mine: [(Int, String)] = []
+                    var mine: [(Int, String, String)] = []
                     for index in stride(from: worker, to: total, by: workers) {
                         let user = "user-\(index)"
                         try await expect(201, try HTTPLoad.request(.POST, "\(simulator)/admin/users", json: ["userId": user]))
                         let answer = try await load.json(try HTTPLoad.request(.POST, "\(simulator)/admin/purchases", json: [
                             "userId": user, "bundleId": app, "productId": product, "quantity": 1,
                         ]))
-                        guard answer.status == 201, let receipt = answer.body["receipt"] as? String else {
+                        guard answer.status == 201, let receipt = answer.body["receipt"] as? String,
+                              let id = (answer.body["transaction"] as? [String: Any])?["transactionId"] as? String
+                        else {
                             throw CommandFailure(message: "the simulator refused a purchase: \(answer.status) \(answer.body)")
                         }
-                        mine.append((index, receipt))
+                        mine.append((index, receipt, id))
                     }
                     return mine
                 }
             }
-            var all: [(Int, String)] = []
+            var all: [(Int, String, String)] = []
             for try await part in group { all += part }
-            return all.sorted { $0.0 < $1.0 }.map(\.1)
+            return all.sorted { $0.0 < $1.0 }
         }
-        let ingests = try bought.enumerated().map { index, receipt in
+        let ingests = try bought.map { index, receipt, _ in
             try HTTPLoad.request(.POST, "\(ledger)/v1/apps/\(app)/receipts", key: key, json: [
                 "userId": "user-\(index)", "deviceId": "device-\(index)", "receiptData": receipt, "price": "0.99", "currency": "USD",
             ])
@@ -90,7 +95,24 @@ struct HTTPLoadService: Service {
         _ = try await load.run(Array(gets.prefix(min(reads, 256))), workers: workers, expect: 200)
         Output.error("bench http: reading entitlements \(reads) times")
         let read = try await load.run(gets, workers: workers, expect: 200)
-        await results.set(ingest: ingest, read: read)
+
+        // Apple refunds every timed user's purchase, and says so in a signed notification: each
+        // records the notification and the transaction's changed fields (one append of two events).
+        Output.error("bench http: signing \(receipts) REFUND notifications (not timed)")
+        let now = Date()
+        let notifications = try bought[warmUp..<(warmUp + receipts)].map { _, _, transactionId in
+            let transaction = try signer.sign(SimulatorSignedPayloads.transaction(
+                transactionId: transactionId, bundleId: app, productId: product, type: .consumable, purchaseDate: now.addingTimeInterval(-60),
+                price: 990, currency: "USD", environment: .sandbox, revocationDate: now, revocationReason: 0, signedDate: now
+            ))
+            let payload = try signer.sign(SimulatorSignedPayloads.notification(
+                type: "REFUND", bundleId: app, environment: .sandbox, signedTransactionInfo: transaction, signedDate: now
+            ))
+            return try HTTPLoad.request(.POST, "\(ledger)/v1/apps/\(app)/notifications", json: ["signedPayload": payload])
+        }
+        Output.error("bench http: posting \(receipts) notifications")
+        let notified = try await load.run(notifications, workers: workers, expect: 200)
+        await results.set(ingest: ingest, read: read, notifications: notified)
     }
 
     private func expect(_ status: Int, _ request: HTTPLoad.Request) async throws {

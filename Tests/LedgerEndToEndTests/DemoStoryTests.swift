@@ -117,12 +117,25 @@ import Testing
         #expect(periods.allSatisfy { $0["active"]?.bool == false })
     }
 
+    @Test func theStoreKit2StoryRecordsASignedPurchaseAndTheRenewalAndRefundApplesNotificationsBring() async throws {
+        let result = try await withStories { try await $0.storeKit2() }
+        #expect(kinds(result["post-signed"]).contains("purchase"), "\(String(describing: result["post-signed"]?.answer))")
+        #expect(result["did-renew"]?.answer["outcome"]?.string == "recorded")
+        #expect(kinds(result["did-renew"]) == ["notification", "renewal", "renewal_info"])
+        #expect(kinds(result["refund"]) == ["notification", "refund", "renewal_info"], "the refund, and auto-renew stopped")
+        let rows = result["audit"]?.answer["events"]?.array ?? []
+        #expect(rows.map { $0["event"]?.string } == ["purchase", "renewal", "refund"], "\(rows)")
+        #expect(rows.filter { $0["event"]?.string != "refund" }.allSatisfy { $0["priceSource"]?.string == "app_store" && $0["price"]?.string == "4.99" })
+        // Refunded, the renewal gives nothing: no active subscription is left.
+        #expect(result.entitlements["subscriptions"]?.array.contains { $0["active"]?.bool == true } == false, "\(result.entitlements)")
+    }
+
     @Test func theWholeDemoRunsStoryAfterStoryOnOneLedger() async throws {
         let results = try await APIHarness.run { api in
             let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
             return try await DemoStories(client: client).runAll()
         }
-        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "auto-renewable", "restored-subscription"])
+        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "storekit2", "auto-renewable", "restored-subscription"])
         #expect(results.allSatisfy { $0.entitlements["userId"]?.string == $0.userId })
     }
 }

@@ -47,9 +47,7 @@ import Testing
 
     static func run<T: Sendable>(_ name: String = #function, _ body: @Sendable (APIHarness, Signed) async throws -> T) async throws -> T {
         let authority = try SimulatorCertificateAuthority()
-        var server = LedgerServer.Configuration(host: "127.0.0.1", port: 0)
-        server.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [authority.root])
-        return try await APIHarness.run(name, server: server) { api in try await body(api, Signed(authority: authority)) }
+        return try await APIHarness.run(name, authority: authority) { api in try await body(api, Signed(authority: authority)) }
     }
 
     // MARK: StoreKit 2 transactions from devices
@@ -247,6 +245,64 @@ import Testing
         }
     }
 
+    // MARK: The simulator signs and notifies
+
+    @Test func theSimulatorsSignedTransactionsAndNotificationsReachTheLedger() async throws {
+        try await Self.run { api, _ in
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro",
+                                        simulatorOptions: ["price": "4.99", "currency": "USD"])
+            _ = try await api.simulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + "/v1/apps/\(Self.app)/notifications"])
+            _ = try await api.simulator(.POST, "/admin/users", ["userId": "hank"])
+            let bought = try await api.simulator(.POST, "/admin/purchases", ["userId": "hank", "bundleId": Self.app, "productId": "pro.monthly"])
+            let jws = try #require(bought.json["signedTransaction"] as? String, "\(bought.text)")
+            let original = try #require((bought.json["transaction"] as? [String: Any])?["transactionId"] as? String)
+            let posted = try await api.postTransaction("hank", device: "phone", jws)
+            #expect(posted.status == 200, "\(posted.text)")
+
+            // The clock brings a renewal; Apple's DID_RENEW reaches the ledger with no device involved.
+            _ = try await api.simulator(.POST, "/admin/clock/advance", ["minutes": 6])
+            let renewed = try await api.delivered("DID_RENEW")
+            #expect(renewed["attempts"] as? Int == 1, "\(renewed)")
+            let answer = try #require((renewed["answer"] as? String).flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+            #expect(answer["userId"] as? String == "hank" && answer["outcome"] as? String == "recorded", "\(answer)")
+            let renewal = try #require(renewed["transactionId"] as? String)
+            #expect(renewal != original)
+            let rows = try await api.audit(user: "hank", after: answer["position"] as? Int ?? 0)
+            #expect(rows.map { $0["event"] as? String } == ["purchase", "renewal"], "\(rows)")
+            #expect(rows.allSatisfy { $0["price"] as? String == "4.99" && $0["priceSource"] as? String == "app_store" }, "\(rows)")
+            let subscribed = try await api.delivered("SUBSCRIBED")
+            #expect(subscribed["transactionId"] as? String == original)
+
+            // A refund by Apple support: REFUND.
+            _ = try await api.simulator(.POST, "/admin/transactions/\(renewal)/cancel", ["reason": 1])
+            let refunded = try await api.delivered("REFUND")
+            let refundAnswer = try #require((refunded["answer"] as? String).flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+            #expect((refundAnswer["recorded"] as? [[String: Any]])?.map { $0["kind"] as? String } == ["notification", "refund", "renewal_info"],
+                    "the refund, and the subscription no longer renews: \(refundAnswer)")
+        }
+    }
+
+    @Test func theSimulatorTriesAgainUntilTheLedgerAnswers200() async throws {
+        try await Self.run { api, _ in
+            try await api.defineProduct("coins.10", type: "consumable", simulatorOptions: ["price": "0.99", "currency": "USD"])
+            // The ledger does not know this app yet: its notifications are refused (404) until it does.
+            let late = "com.example.late"
+            _ = try await api.simulator(.PUT, "/admin/apps/\(late)/products/coins.10", ["type": "consumable", "price": "0.99", "currency": "USD"])
+            _ = try await api.simulator(.PUT, "/admin/apps/\(late)", ["notificationURL": api.base + "/v1/apps/\(late)/notifications"])
+            _ = try await api.simulator(.POST, "/admin/users", ["userId": "ivy"])
+            _ = try await api.simulator(.POST, "/admin/purchases", ["userId": "ivy", "bundleId": late, "productId": "coins.10"])
+            try await Task.sleep(for: .milliseconds(100))
+            let registry = AppRegistry(client: api.client, logger: APIHarness.logger)
+            try await registry.addApp(late, sharedSecret: nil)
+            let delivered = try await api.delivered("ONE_TIME_CHARGE", bundleId: late)
+            #expect((delivered["attempts"] as? Int ?? 0) >= 2, "refused first, taken on a later try: \(delivered)")
+            #expect(delivered["lastStatus"] as? Int == 200)
+            // It waits for its user: no user of the app holds its transaction yet.
+            let answer = try #require((delivered["answer"] as? String).flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+            #expect(answer["outcome"] as? String == "waiting", "\(answer)")
+        }
+    }
+
     @Test func aStoreKit2ViewAndAReceiptViewOfOnePurchaseGiveOnePurchaseRow() async throws {
         try await Self.run { api, signed in
             try await api.defineProduct("gems.10", type: "consumable", prices: ["USD": "1.99"])
@@ -275,6 +331,19 @@ extension APIHarness {
 
     func postNotification(_ payload: String) async throws -> Answer {
         try await send(.POST, "/v1/apps/\(Self.app)/notifications", key: nil, json: ["signedPayload": payload])
+    }
+
+    /// The simulator's latest delivered notification of `type` (waits up to 20 s for it).
+    func delivered(_ type: String, bundleId: String = APIHarness.app) async throws -> [String: Any] {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            let listed = try await simulator(.GET, "/admin/notifications")
+            if let found = (listed.json["notifications"] as? [[String: Any]] ?? []).last(where: {
+                $0["notificationType"] as? String == type && $0["bundleId"] as? String == bundleId && $0["delivered"] as? Bool == true
+            }) { return found }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        throw HarnessError(message: "no \(type) notification of \(bundleId) was delivered within 20 s: \(try await simulator(.GET, "/admin/notifications").text)")
     }
 
     func eventCount() async throws -> Int {

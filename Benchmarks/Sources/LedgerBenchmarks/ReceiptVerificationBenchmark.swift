@@ -61,7 +61,7 @@ public struct ReceiptVerificationBenchmark: Sendable {
         }
         let timing = SimulatorServerTiming()
         let (ports, portContinuation) = AsyncStream<Int>.makeStream()
-        let simulator = AppStoreSimulator(
+        let simulator = try AppStoreSimulator(
             configuration: .init(host: "127.0.0.1", port: 0, environment: .production, timing: timing),
             logger: logger
         ) { port in

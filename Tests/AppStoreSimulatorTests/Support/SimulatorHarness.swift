@@ -106,7 +106,7 @@ func withSimulator<T: Sendable>(
     _ body: (SimulatorHarness) async throws -> T
 ) async throws -> T {
     let reporter = PortReporter()
-    let simulator = AppStoreSimulator(
+    let simulator = try AppStoreSimulator(
         configuration: .init(host: "127.0.0.1", port: 0, environment: environment, signingKey: signingKey),
         logger: quietLogger
     ) { port in reporter.report(port) }

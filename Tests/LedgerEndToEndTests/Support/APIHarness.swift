@@ -31,6 +31,8 @@ struct APIHarness: Sendable {
     let secrets: SecretSealer
     /// What the server keeps in memory and follows the database's announcements with.
     var changes: ChangeFeed? = nil
+    /// The simulator's test authority, which the harness's ledger trusts besides Apple's root.
+    var authority: SimulatorCertificateAuthority? = nil
 
     var allKey: String { keys["all"]! }
 
@@ -169,23 +171,27 @@ struct APIHarness: Sendable {
         runProjections: Bool = true,
         productionSimulator: Bool = false,
         server serverConfiguration: LedgerServer.Configuration = .init(host: "127.0.0.1", port: 0),
+        authority given: SimulatorCertificateAuthority? = nil,
+        notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
+        let authority = try given ?? SimulatorCertificateAuthority()
         return try await TestDatabase.withDatabase(name) { client, settings in
             // With two simulators both sign with one key, so each can open the other's receipts and
             // answer 21007/21008 as Apple's two environments do (else 21003).
             let signingKey: String? = productionSimulator ? "harness-\(UUID().uuidString)" : nil
             let simulatorPort = PortReporter()
-            let simulator = AppStoreSimulator(
-                configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox, signingKey: signingKey), logger: logger
+            let simulator = try AppStoreSimulator(
+                configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox, signingKey: signingKey, authority: authority,
+                                     notificationRetryDelays: notificationRetryDelays), logger: logger
             ) { simulatorPort.report($0) }
             var services: [AppStoreSimulator] = [simulator]
             let productionPort = PortReporter()
             if productionSimulator {
                 // Transaction ids start from the wall clock's millisecond: a later start keeps the two apart.
                 try await Task.sleep(for: .milliseconds(5))
-                services.append(AppStoreSimulator(
+                services.append(try AppStoreSimulator(
                     configuration: .init(host: "127.0.0.1", port: 0, environment: .production, signingKey: signingKey), logger: logger
                 ) { productionPort.report($0) })
             }
@@ -218,6 +224,8 @@ struct APIHarness: Sendable {
                 ))
                 var configuration = serverConfiguration
                 configuration.api.readWaitTimeout = readWait
+                // As `ledger serve --trust-simulator-root` does: the simulator's signatures are accepted.
+                configuration.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority.root])
                 // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
                 let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: configuration.makeEntitlementCache(),
                                          logger: logger)
@@ -232,7 +240,7 @@ struct APIHarness: Sendable {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
                         productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys, secrets: secrets,
-                        changes: changes
+                        changes: changes, authority: authority
                     )
                     return try await body(harness)
                 }

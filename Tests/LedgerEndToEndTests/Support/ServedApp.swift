@@ -25,7 +25,7 @@ struct ServedApp: Sendable {
         _ client: DatabasePool, logger: Logger, _ body: @Sendable (ServedApp) async throws -> Result
     ) async throws -> Result {
         let simulatorPort = PortReporter()
-        let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
+        let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
             simulatorPort.report($0)
         }
         return try await withRunningServices([simulator], logger: logger) {

@@ -69,7 +69,7 @@ public struct LedgerFuzzWorld: Sendable {
     ) async throws -> T {
         let secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "the fuzzer's key of this run")
         let simulatorPort = FuzzPort(), scriptedPort = FuzzPort(), ledgerPort = FuzzPort(), scriptedLedgerPort = FuzzPort()
-        let simulator = AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
+        let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
             simulatorPort.report($0)
         }
         let scripted = ScriptedAppStore()

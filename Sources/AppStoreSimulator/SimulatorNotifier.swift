@@ -1,0 +1,178 @@
+import AppStore
+import AsyncHTTPClient
+import Foundation
+import LedgerDomain
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Sends App Store Server Notifications V2 as Apple does: each one signed, POSTed as
+/// `{"signedPayload"}` to the app's notification URL, and sent again with growing pauses until
+/// the server answers 200 (Apple waits hours between tries; the simulator seconds), up to as many
+/// tries as Apple makes. Every notification and its tries are listed at `GET /admin/notifications`.
+actor SimulatorNotifier {
+    /// One notification and what became of it.
+    struct Delivery: Encodable, Sendable {
+        let notificationUUID: String
+        let notificationType: String
+        let subtype: String?
+        let bundleId: String
+        let transactionId: String
+        let originalTransactionId: String
+        let signedDate: Date
+        /// nil: the app has no notification URL, so nothing is sent.
+        let url: String?
+        var attempts: Int = 0
+        var lastStatus: Int?
+        var lastError: String?
+        /// The server's last answer (its first 4 KiB).
+        var answer: String?
+        var delivered = false
+        let signedPayload: String
+    }
+
+    private let signer: SimulatorSignedPayloads
+    private let environment: StoreEnvironment
+    /// The pauses before the second, third, … try.
+    private let retryDelays: [Duration]
+    private let logger: Logger
+    private var deliveries: [Delivery] = []
+    private var index: [String: Int] = [:]
+    private let queue: AsyncStream<String>
+    private let continuation: AsyncStream<String>.Continuation
+
+    init(signer: SimulatorSignedPayloads, environment: StoreEnvironment, retryDelays: [Duration], logger: Logger) {
+        self.signer = signer
+        self.environment = environment
+        self.retryDelays = retryDelays
+        self.logger = logger
+        (queue, continuation) = AsyncStream.makeStream(of: String.self)
+    }
+
+    /// Signs what the store noted and queues it for sending.
+    func enqueue(_ notices: [SimulatorStore.Notice]) {
+        for notice in notices {
+            do {
+                let delivery = try render(notice)
+                index[delivery.notificationUUID] = deliveries.count
+                deliveries.append(delivery)
+                if delivery.url != nil { continuation.yield(delivery.notificationUUID) }
+            } catch {
+                logger.error("could not sign a notification", metadata: ["appstore.type": "\(notice.type)", "appstore.error": "\(error)"])
+            }
+        }
+    }
+
+    func all() -> [Delivery] { deliveries }
+
+    /// Sends what is queued until cancelled; each notification on its own, so one server's retries
+    /// never hold back another notification.
+    func run() async {
+        await withDiscardingTaskGroup { group in
+            for await uuid in queue {
+                group.addTask { await self.deliver(uuid) }
+            }
+        }
+    }
+
+    func stop() {
+        continuation.finish()
+    }
+
+    private func deliver(_ uuid: String) async {
+        guard let first = index[uuid].map({ deliveries[$0] }), let url = first.url else { return }
+        var body = ByteBuffer()
+        body.writeBytes((try? JSONSerialization.data(withJSONObject: ["signedPayload": first.signedPayload])) ?? Data())
+        for attempt in 0...retryDelays.count {
+            if attempt > 0 {
+                do { try await Task.sleep(for: retryDelays[attempt - 1]) } catch { return }
+            }
+            var request = HTTPClientRequest(url: url)
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.headers.add(name: "User-Agent", value: "App Store Server Notifications (simulator)")
+            request.body = .bytes(body)
+            var status: Int?
+            var failure: String?
+            var answer: String?
+            do {
+                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                status = Int(response.status.code)
+                if let bytes = try? await response.body.collect(upTo: 1 << 20) {
+                    answer = String(decoding: bytes.readableBytesView.prefix(4096), as: UTF8.self)
+                }
+            } catch {
+                failure = "\(error)"
+            }
+            let delivered = status == 200
+            note(uuid, status: status, error: failure, answer: answer, delivered: delivered)
+            if delivered { return }
+            logger.debug("notification not taken; will try again", metadata: [
+                "appstore.notification": "\(uuid)", "appstore.status": "\(status.map(String.init) ?? failure ?? "?")",
+            ])
+        }
+        logger.warning("notification given up after every try", metadata: ["appstore.notification": "\(uuid)", "appstore.url": "\(url)"])
+    }
+
+    private func note(_ uuid: String, status: Int?, error: String?, answer: String?, delivered: Bool) {
+        guard let position = index[uuid] else { return }
+        deliveries[position].attempts += 1
+        deliveries[position].lastStatus = status
+        deliveries[position].lastError = error
+        deliveries[position].answer = answer
+        deliveries[position].delivered = delivered
+    }
+
+    private func render(_ notice: SimulatorStore.Notice) throws -> Delivery {
+        let transaction = try signer.sign(signer.fields(of: notice.transaction, price: notice.price, environment: environment, signedDate: notice.at))
+        var renewalInfo: String?
+        if notice.transaction.productType == .autoRenewable {
+            renewalInfo = try signer.sign(signer.renewalFields(of: notice.transaction, subscription: notice.renewal, environment: environment,
+                                                               signedDate: notice.at))
+        }
+        let uuid = UUID().uuidString.lowercased()
+        let payload = SimulatorSignedPayloads.notification(
+            type: notice.type, subtype: notice.subtype, uuid: uuid, bundleId: notice.transaction.bundleId,
+            appAppleId: Int64(SimulatorResponseRenderer.stableNumber(notice.transaction.bundleId) % 10_000_000_000), environment: environment,
+            signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: notice.at
+        )
+        return Delivery(
+            notificationUUID: uuid, notificationType: notice.type, subtype: notice.subtype, bundleId: notice.transaction.bundleId,
+            transactionId: notice.transaction.transactionId, originalTransactionId: notice.transaction.originalTransactionId,
+            signedDate: notice.at, url: notice.notificationURL, signedPayload: try signer.sign(payload)
+        )
+    }
+}
+
+extension SimulatorSignedPayloads {
+    /// A simulator transaction as StoreKit 2 shows it.
+    func fields(
+        of transaction: SimulatorTransaction, price: (milliunits: Int64, currency: String)?, environment: StoreEnvironment, signedDate: Date
+    ) -> [String: Any] {
+        let trial = transaction.isTrialPeriod
+        let revoked = transaction.cancellationDate
+        return Self.transaction(
+            transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, bundleId: transaction.bundleId,
+            productId: transaction.productId, type: transaction.productType, purchaseDate: transaction.purchaseDate,
+            originalPurchaseDate: transaction.originalPurchaseDate, expiresDate: transaction.expiresDate, quantity: transaction.quantity,
+            price: price.map { trial ? 0 : $0.milliunits }, currency: price?.currency, environment: environment,
+            webOrderLineItemId: transaction.webOrderLineItemId, subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier,
+            revocationDate: revoked, revocationReason: revoked == nil || transaction.isUpgraded ? nil : (transaction.cancellationReason ?? 0),
+            isUpgraded: transaction.isUpgraded, offerType: trial || transaction.isInIntroOfferPeriod ? 1 : nil,
+            offerDiscountType: trial ? "FREE_TRIAL" : (transaction.isInIntroOfferPeriod ? "PAY_AS_YOU_GO" : nil),
+            inAppOwnershipType: transaction.ownership.rawValue, signedDate: signedDate
+        )
+    }
+
+    /// The renewal info of the subscription `transaction` is a period of.
+    func renewalFields(
+        of transaction: SimulatorTransaction, subscription: SimulatorStore.SubscriptionView?, environment: StoreEnvironment, signedDate: Date
+    ) -> [String: Any] {
+        Self.renewalInfo(
+            originalTransactionId: transaction.originalTransactionId, productId: transaction.productId,
+            autoRenewProductId: subscription?.autoRenewProductId, autoRenewStatus: (subscription?.willRenew ?? true) ? 1 : 0,
+            environment: environment, expirationIntent: subscription?.expirationIntent, isInBillingRetryPeriod: subscription?.isInBillingRetry,
+            gracePeriodExpiresDate: subscription?.gracePeriodExpiresDate, renewalDate: transaction.expiresDate, signedDate: signedDate
+        )
+    }
+}
