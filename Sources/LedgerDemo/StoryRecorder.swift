@@ -151,12 +151,12 @@ struct StoryRecorder {
         }
     }
 
-    /// Receipts are long base64: show their start and length.
+    /// Receipts and signed payloads are long base64: show their start and length.
     static func abbreviated(_ json: DemoJSON) -> DemoJSON {
         switch json {
         case .object(let members):
             return .object(members.reduce(into: [:]) { result, member in
-                if ["receiptData", "receipt", "transactionReceipt"].contains(member.key), let text = member.value.string, text.count > 24 {
+                if ["receiptData", "receipt", "transactionReceipt", "signedTransaction", "signedPayload", "signedTransactions"].contains(member.key), let text = member.value.string, text.count > 24 {
                     result[member.key] = .string("\(text.prefix(16))…(\(text.count) chars)")
                 } else {
                     result[member.key] = abbreviated(member.value)
