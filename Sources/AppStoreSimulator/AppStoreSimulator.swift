@@ -32,6 +32,8 @@ import ServiceLifecycle
 ///   `POST …/auto-renew` `{"enabled"}`.
 /// - `GET /admin/users/{userId}/apps/{bundleId}` — transactions and a fresh app receipt.
 /// - `GET /admin/clock`; `POST /admin/clock/advance` `{"seconds"|"minutes"}`.
+/// - `GET /admin/root.pem`; `GET /admin/notifications`; `POST /admin/apps/{bundleId}/api-keys`.
+/// - `GET /inApps/v2/history/{transactionId}` — the App Store Server API (a bearer JWT by an API key).
 /// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds", "trickleMilliseconds"}`.
 public struct AppStoreSimulator: Service {
     public struct Configuration: Sendable {
@@ -113,6 +115,7 @@ public struct AppStoreSimulator: Service {
         router.middlewares.add(NoticeMiddleware(store: store, notifier: notifier))
         addVerifyRoute(to: router)
         addAdminRoutes(to: router)
+        addServerAPIRoutes(to: router)
         let onServerRunning = self.onServerRunning
         return Application(
             router: router,

@@ -101,6 +101,46 @@ extension LedgerAPI {
         _ answer: AppStoreAnswer, document: ReceiptArchive.Document, app: String, userId: String, deviceId: String,
         price: String?, currency: String?, _ context: LedgerRequestContext
     ) async throws -> Response {
+        var recording = try await recordFacts(answer, document: document, app: app, userId: userId, deviceId: deviceId, price: price,
+                                              currency: currency, metadata: Self.metadata(context), logger: context.logger)
+        // A restore of a purchase the ledger never saw: Apple's history of it, when the app has a key.
+        if let backfilled = await backfillUnknownOrigins(of: recording, app: app, user: userId, environment: answer.environment,
+                                                         metadata: Self.metadata(context), logger: context.logger) {
+            recording.recorded += backfilled.recorded
+            recording.position = max(recording.position, backfilled.position)
+            recording.state = backfilled.state
+            recording.catalog = backfilled.catalog
+        }
+        struct Answer: Encodable {
+            let position: Int64
+            let environment: String
+            let recorded: [RecordedItem]
+            let duplicates: [DuplicateItem]
+            let notRecorded: [NotRecordedItem]
+            let entitlements: EntitlementsBody
+        }
+        return try APIJSON.response(Answer(
+            position: recording.position, environment: answer.environment.rawValue, recorded: recording.recorded,
+            duplicates: recording.duplicates, notRecorded: recording.notRecorded,
+            entitlements: EntitlementsBody(userId: userId, position: recording.position, state: recording.state, catalog: recording.catalog)
+        ))
+    }
+
+    /// What recording an answer did.
+    struct Recording: Sendable {
+        var position: Int64
+        var recorded: [RecordedItem]
+        var duplicates: [DuplicateItem]
+        var notRecorded: [NotRecordedItem]
+        var state: UserLedger
+        var catalog: ProductCatalog
+    }
+
+    /// `record`'s work, for any caller (the HTTP routes, `ledger appstore backfill`).
+    func recordFacts(
+        _ answer: AppStoreAnswer, document: ReceiptArchive.Document, app: String, userId: String, deviceId: String,
+        price: String?, currency: String?, metadata: [String: String], logger: Logger
+    ) async throws -> Recording {
         // An answer the log could not hold is refused before anything of it is kept.
         try answer.checkRecordable(app: app)
         let keep = { try await receipts.keep(document) }
@@ -126,7 +166,7 @@ extension LedgerAPI {
                 tokens: Array(Set(mine.compactMap { $0["appAccountToken"] }))
             )
             do {
-                outcome = try await execute(app: app, user: userId, context, beforeAppend: keep) { [elsewhere] state, _ in
+                outcome = try await handler.execute(app: app, user: userId, metadata: metadata, beforeAppend: keep) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
                         answer, app: app, deviceId: deviceId, price: price, currency: currency,
                         excluding: Set(elsewhere.keys), digest: AppStoreReceiptVerifier.sha256Hex, on: state
@@ -137,7 +177,7 @@ extension LedgerAPI {
                 }
                 break
             } catch let error as CommandError where error.code == .ownedByAnotherUser && attempt < 3 {
-                context.logger.debug("another user recorded a transaction of the receipt meanwhile; deciding again")
+                logger.debug("another user recorded a transaction of the receipt meanwhile; deciding again")
             }
         }
 
@@ -168,19 +208,8 @@ extension LedgerAPI {
         let position = outcome.append == nil && !duplicates.isEmpty
             ? duplicates.map(\.position).max()!
             : try await position(of: outcome, app: app, user: userId)
-        struct Answer: Encodable {
-            let position: Int64
-            let environment: String
-            let recorded: [RecordedItem]
-            let duplicates: [DuplicateItem]
-            let notRecorded: [NotRecordedItem]
-            let entitlements: EntitlementsBody
-        }
-        return try APIJSON.response(Answer(
-            position: position, environment: answer.environment.rawValue, recorded: recorded,
-            duplicates: duplicates.sorted { $0.position < $1.position }, notRecorded: notRecorded,
-            entitlements: EntitlementsBody(userId: userId, position: position, state: outcome.state, catalog: outcome.catalog)
-        ))
+        return Recording(position: position, recorded: recorded, duplicates: duplicates.sorted { $0.position < $1.position },
+                         notRecorded: notRecorded, state: outcome.state, catalog: outcome.catalog)
     }
 
     /// The waiting notifications' facts for a user's stream, after `events` (decided on `state`):

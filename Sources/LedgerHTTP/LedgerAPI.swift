@@ -19,14 +19,17 @@ public struct LedgerAPI: Sendable {
         /// Checks StoreKit 2 transactions and App Store notifications: Apple's root only, unless
         /// an operator trusts a test root too (`--trust-simulator-root`).
         public var signedPayloads: SignedPayloadVerifier
+        /// Where the App Store Server API is (Apple's, or the simulator's).
+        public var serverAPI: AppStoreServerAPI.Configuration
 
         public init(
             readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30),
-            signedPayloads: SignedPayloadVerifier = SignedPayloadVerifier()
+            signedPayloads: SignedPayloadVerifier = SignedPayloadVerifier(), serverAPI: AppStoreServerAPI.Configuration = .init()
         ) {
             self.readWaitTimeout = readWaitTimeout
             self.bodyReadTimeout = bodyReadTimeout
             self.signedPayloads = signedPayloads
+            self.serverAPI = serverAPI
         }
     }
 
@@ -39,6 +42,7 @@ public struct LedgerAPI: Sendable {
     let reads: UserReadModels
     let receipts: ReceiptArchive
     let notificationRouting: NotificationRouting
+    let serverAPI: AppStoreServerAPI
     let verifier: any ReceiptVerifier
     let client: DatabasePool
     let logger: Logger
@@ -60,6 +64,7 @@ public struct LedgerAPI: Sendable {
         self.reads = UserReadModels(client: client, board: changes?.projections, cache: changes?.entitlements, logger: logger)
         self.receipts = ReceiptArchive(client: client, logger: logger)
         self.notificationRouting = NotificationRouting(client: client, logger: logger)
+        self.serverAPI = AppStoreServerAPI(configuration: configuration.serverAPI, verifier: configuration.signedPayloads)
         self.verifier = verifier
         self.client = client
         self.logger = logger

@@ -1,3 +1,4 @@
+import AppStore
 import ArgumentParser
 import Foundation
 import LedgerStore
@@ -7,8 +8,64 @@ struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apps",
         abstract: "Register the apps the ledger records purchases for.",
-        subcommands: [Add.self, List.self]
+        subcommands: [Add.self, List.self, AppStoreKey.self]
     )
+
+    struct AppStoreKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "appstore-key",
+            abstract: "Give an app its App Store Server API key (for `ledger appstore backfill` and restores of unseen purchases).",
+            discussion: """
+                The key comes from App Store Connect (Users and Access > Integrations > In-App Purchase): its key id,
+                the team's issuer id, and the private key file (SubscriptionKey_<key id>.p8, PEM). The private key is
+                stored sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE, like the
+                shared secret; it is never logged, printed or returned. Running this again replaces the key.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The app's bundle id (registered with `ledger apps add`).")
+        var bundleId: String
+
+        @Option(help: "The key's id in App Store Connect.")
+        var keyId: String
+
+        @Option(help: "The issuer id of the team's keys in App Store Connect.")
+        var issuerId: String
+
+        @Option(help: ArgumentHelp("The private key file (.p8, PEM).", valueName: "file"))
+        var privateKey: String
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: privateKey, encoding: .utf8)
+            } catch {
+                throw CommandFailure(message: "cannot read the private key file '\(privateKey)': \(error.localizedDescription)")
+            }
+            do {
+                _ = try AppStoreServerAPIKey(keyID: keyId, issuerID: issuerId, privateKeyPEM: pem)
+            } catch {
+                throw CommandFailure(message: "\(privateKey): \(error.description)")
+            }
+            let secrets = try options.secretSealer()
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
+            let (bundleId, keyId, issuerId) = (bundleId, keyId, issuerId)
+            do {
+                try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                    let registry = AppRegistry(client: client, logger: logger, secrets: secrets)
+                    try await registry.setServerAPIKey(.init(keyID: keyId, issuerID: issuerId, privateKeyPEM: pem), of: bundleId)
+                }
+            } catch let error as SecretError {
+                throw CommandFailure(message: error.message)
+            } catch let error as AccessError {
+                throw CommandFailure(message: error.message)
+            }
+            Output.line("\(bundleId): App Store Server API key \(keyId) (issuer \(issuerId)) stored, its private key sealed")
+        }
+    }
 
     struct Add: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

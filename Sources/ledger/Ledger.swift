@@ -10,7 +10,7 @@ struct Ledger: AsyncParsableCommand {
             With no LEDGER_DATABASE_URL the ledger runs its own PostgreSQL under .ledger/ (see `ledger db`).
             Start with `ledger serve`; inspect the log with `ledger log tail` and `ledger audit verify`.
             """,
-        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, DB.self, Log.self, ProjectionsCommand.self, Query.self, Audit.self, Bench.self, AppStoreSim.self, Demo.self]
+        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, DB.self, Log.self, ProjectionsCommand.self, Query.self, Audit.self, AppStoreCommand.self, Bench.self, AppStoreSim.self, Demo.self]
     )
 
     /// Runs the chosen command; database errors are shown with the server's own message, which

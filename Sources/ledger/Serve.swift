@@ -114,7 +114,8 @@ struct Serve: AsyncParsableCommand {
         if !migrate { roles.owner = nil }
         let configuration = LedgerServer.Configuration(
             host: host, port: port,
-            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead), signedPayloads: signedPayloads),
+            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead), signedPayloads: signedPayloads,
+                       serverAPI: .fromEnvironment(environment)),
             idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health,
             entitlementCacheUsers: cacheUsers
         )
@@ -160,6 +161,7 @@ struct Serve: AsyncParsableCommand {
             "ledger.appstore.production_url": "\(URLRedaction.masked(appStore.productionURL))",
             "ledger.appstore.sandbox_url": "\(URLRedaction.masked(appStore.sandboxURL))",
             "ledger.appstore.timeout": "\(appStore.timeout)",
+            "ledger.appstore.server_api": "\(URLRedaction.masked(configuration.api.serverAPI.productionURL)), \(URLRedaction.masked(configuration.api.serverAPI.sandboxURL))",
             "ledger.read_wait": "\(configuration.api.readWaitTimeout)",
             "ledger.health.stall": "\(configuration.health.stall)",
             "ledger.health.long_transaction": "\(configuration.health.longTransaction)",

@@ -303,6 +303,58 @@ import Testing
         }
     }
 
+    // MARK: The App Store Server API
+
+    @Test func aRenewalOfAPurchaseTheLedgerNeverSawBringsItsHistoryFromTheAppStore() async throws {
+        try await Self.run { api, _ in
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro",
+                                        simulatorOptions: ["price": "4.99", "currency": "USD"])
+            try await api.giveServerAPIKey()
+            // kim subscribed before the ledger, and renewed once: the ledger never saw the purchase.
+            let bought = try await api.buy("kim", "pro.monthly")
+            _ = try await api.simulator(.POST, "/admin/clock/advance", ["minutes": 6])
+            let signed = try await api.signedTransactions(of: "kim")
+            #expect(signed.count == 2)
+            // A new device syncs the current entitlement: the renewal, whose original the ledger lacks.
+            let posted = try await api.postTransaction("kim", device: "tablet", try #require(signed.last))
+            #expect(posted.status == 200, "\(posted.text)")
+            #expect(posted.recorded.contains { $0["kind"] as? String == "purchase" && $0["transactionId"] as? String == bought.transactionId },
+                    "Apple's history brought the purchase: \(posted.text)")
+            let rows = try await api.audit(user: "kim", after: posted.position)
+            // In log order: the renewal the device posted, then the purchase Apple's history brought.
+            #expect(rows.map { $0["event"] as? String } == ["renewal", "purchase"], "\(rows)")
+            #expect(rows.last?["deviceId"] is NSNull, "fetched from Apple, not posted by a device: \(rows)")
+            #expect(rows.allSatisfy { $0["priceSource"] as? String == "app_store" && $0["price"] as? String == "4.99" }, "\(rows)")
+        }
+    }
+
+    @Test func aBackfillRecordsACustomersHistoryOnceAndLeavesAnotherUsersTransactions() async throws {
+        try await Self.run { api, _ in
+            try await api.defineProduct("coins.5", type: "consumable", simulatorOptions: ["price": "0.49", "currency": "USD"])
+            let ledger = try api.inProcessAPI()
+            // No key yet: the refusal says how to add one.
+            let first = try await api.buy("lee", "coins.5")
+            await #expect(throws: BackfillError.self) {
+                try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil, logger: APIHarness.logger)
+            }
+            try await api.giveServerAPIKey()
+            _ = try await api.buy("lee", "coins.5")
+            let backfill = try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil,
+                                                     logger: APIHarness.logger)
+            #expect(backfill.environment == .sandbox, "production did not know it; the sandbox did")
+            #expect(backfill.fetched == 2 && backfill.recorded.filter { $0.kind == "purchase" }.count == 2, "\(backfill.recorded)")
+            let again = try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: .sandbox,
+                                                  logger: APIHarness.logger)
+            #expect(again.recorded.isEmpty && again.duplicates.count == 2)
+            // Another user of the app asking for lee's history records nothing of it.
+            let other = try await ledger.backfill(app: Self.app, user: "mallory", transactionId: first.transactionId, environment: .sandbox,
+                                                  logger: APIHarness.logger)
+            #expect(other.recorded.isEmpty && other.notRecorded.count == 2)
+            let balances = try await api.send(.GET, "/v1/apps/\(Self.app)/users/lee/balances?minPosition=\(backfill.position)", key: api.keys["read"])
+            #expect((balances.json["balances"] as? [[String: Any]])?.first?["balance"] as? Int == 2, "\(balances.text)")
+        }
+    }
+
     @Test func aStoreKit2ViewAndAReceiptViewOfOnePurchaseGiveOnePurchaseRow() async throws {
         try await Self.run { api, signed in
             try await api.defineProduct("gems.10", type: "consumable", prices: ["USD": "1.99"])
@@ -344,6 +396,30 @@ extension APIHarness {
             try await Task.sleep(for: .milliseconds(50))
         }
         throw HarnessError(message: "no \(type) notification of \(bundleId) was delivered within 20 s: \(try await simulator(.GET, "/admin/notifications").text)")
+    }
+
+    /// An App Store Server API key made in the simulator, given to the app in the ledger.
+    func giveServerAPIKey() async throws {
+        let made = try await simulator(.POST, "/admin/apps/\(Self.app)/api-keys")
+        guard let keyID = made.json["keyId"] as? String, let issuerID = made.json["issuerId"] as? String,
+              let pem = made.json["privateKey"] as? String
+        else { throw HarnessError(message: "the simulator made no API key: \(made.text)") }
+        try await AppRegistry(client: client, logger: Self.logger, secrets: secrets)
+            .setServerAPIKey(.init(keyID: keyID, issuerID: issuerID, privateKeyPEM: pem), of: Self.app)
+    }
+
+    /// The user's transactions as StoreKit 2 signs them now (`Transaction.all`), from the simulator.
+    func signedTransactions(of user: String) async throws -> [String] {
+        let listed = try await simulator(.GET, "/admin/users/\(user)/apps/\(Self.app)")
+        return listed.json["signedTransactions"] as? [String] ?? []
+    }
+
+    /// The ledger's API in this process, as `ledger appstore backfill` makes it.
+    func inProcessAPI() throws -> LedgerAPI {
+        var configuration = LedgerAPI.Configuration(signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority!.root]))
+        configuration.serverAPI = .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox")
+        return LedgerAPI(client: client, verifier: AppStoreReceiptVerifier(configuration: AppStoreConfiguration()), configuration: configuration,
+                         secrets: secrets, logger: Self.logger)
     }
 
     func eventCount() async throws -> Int {

@@ -189,7 +189,8 @@ public struct UserLedger: Hashable, Sendable {
             devices.insert(event.deviceId)
             return
         case .receiptPosted(let event):
-            devices.insert(event.deviceId)
+            // A history fetched from the App Store names no device.
+            if !event.deviceId.isEmpty { devices.insert(event.deviceId) }
             facts.post(event, at: at)
         case .appStoreTransactionObserved(let event):
             // Apple alone (a notification) names no device.

@@ -55,6 +55,51 @@ public struct AppRegistry: Sendable {
         return false
     }
 
+    /// An App Store Server API key of an app, the private key opened.
+    public struct ServerAPIKey: Sendable, Hashable {
+        public let keyID: String
+        public let issuerID: String
+        public let privateKeyPEM: String
+
+        public init(keyID: String, issuerID: String, privateKeyPEM: String) {
+            self.keyID = keyID
+            self.issuerID = issuerID
+            self.privateKeyPEM = privateKeyPEM
+        }
+    }
+
+    /// Stores (or replaces) the app's App Store Server API key, the private key sealed; refused
+    /// without a secret key or for an app that is not registered.
+    public func setServerAPIKey(_ key: ServerAPIKey, of bundleID: String) async throws {
+        guard let secrets else { throw SecretError.noKey("the App Store Server API key of \(bundleID) is stored sealed") }
+        let sealed = try secrets.seal(key.privateKeyPEM, app: Self.serverAPIKeyLabel(bundleID))
+        let rows = try await client.query("""
+            UPDATE ledger.apps SET server_api_key_id = \(key.keyID), server_api_issuer_id = \(key.issuerID),
+                server_api_private_key_sealed = \(sealed), server_api_sealed_with = \(secrets.keyID)
+            WHERE bundle_id = \(bundleID) RETURNING 1
+            """, logger: logger)
+        for try await _ in rows { return }
+        throw AccessError.unknownApp(bundleID)
+    }
+
+    /// The app's App Store Server API key, nil when it has none.
+    public func serverAPIKey(of bundleID: String) async throws -> ServerAPIKey? {
+        let rows = try await client.query("""
+            SELECT server_api_key_id, server_api_issuer_id, server_api_private_key_sealed, server_api_sealed_with
+            FROM ledger.apps WHERE bundle_id = \(bundleID)
+            """, logger: logger)
+        for try await (keyID, issuerID, sealed, sealedWith) in rows.decode((String?, String?, Data?, String?).self) {
+            guard let keyID, let issuerID, let sealed, let sealedWith else { return nil }
+            guard let secrets else { throw SecretError.noKey("the App Store Server API key of \(bundleID) is sealed with key \(sealedWith)") }
+            return ServerAPIKey(keyID: keyID, issuerID: issuerID,
+                                privateKeyPEM: try secrets.open(sealed, sealedWith: sealedWith, app: Self.serverAPIKeyLabel(bundleID)))
+        }
+        throw AccessError.unknownApp(bundleID)
+    }
+
+    /// What a sealed Server API key is bound to: never opens as a shared secret, nor for another app.
+    static func serverAPIKeyLabel(_ bundleID: String) -> String { "\(bundleID) server API key" }
+
     /// Whether the app is registered (`ledger apps add`).
     public func isRegistered(_ bundleID: String) async throws -> Bool {
         let rows = try await client.query("SELECT 1 FROM ledger.apps WHERE bundle_id = \(bundleID)", logger: logger)

@@ -226,6 +226,7 @@ struct APIHarness: Sendable {
                 configuration.api.readWaitTimeout = readWait
                 // As `ledger serve --trust-simulator-root` does: the simulator's signatures are accepted.
                 configuration.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority.root])
+                configuration.api.serverAPI = .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox")
                 // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
                 let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: configuration.makeEntitlementCache(),
                                          logger: logger)
