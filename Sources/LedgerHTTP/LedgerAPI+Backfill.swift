@@ -76,11 +76,13 @@ extension LedgerAPI {
             used = .sandbox
             do {
                 transactions = try await serverAPI.history(of: transactionId, bundleId: app, environment: used, key: key)
+            } catch .transactionNotFound {
+                throw BackfillError(message: "the App Store knows no transaction \(transactionId), in production nor in the sandbox (404); nothing was recorded")
             } catch {
-                throw BackfillError(message: "\(error.description) (production did not know it either)")
+                throw BackfillError(message: "\(error.description) (asking the sandbox: production did not know the transaction); nothing was recorded")
             }
         } catch {
-            throw BackfillError(message: error.description)
+            throw BackfillError(message: "\(error.description); nothing was recorded")
         }
         guard !transactions.isEmpty else {
             throw BackfillError(message: "the App Store's history of \(transactionId) in \(used.rawValue) lists no transaction; nothing was recorded")

@@ -20,7 +20,7 @@ extension LedgerAPI {
         let productId: String?
         /// What the fold makes of the recorded fact now: purchase, renewal, upgrade, crossgrade,
         /// restore (a new observation); refund, expiry_report, update (a changed one); receipt,
-        /// renewal_info; and for other commands device, finish, failure, consumption, revocation,
+        /// history (a fetch from the App Store Server API), notification, renewal_info; and for other commands device, finish, failure, consumption, revocation,
         /// subscription_restore.
         let kind: String
         let position: Int64
@@ -278,7 +278,9 @@ extension LedgerAPI.RecordedItem {
                 kind = e.status == 21006 ? "expiry_report" : "update"
             }
             self.init(transactionId: e.transactionId, productId: AppStoreFields(e.fields).productId, kind: kind, position: position)
-        case .receiptPosted: self.init(transactionId: nil, productId: nil, kind: "receipt", position: position)
+        case .receiptPosted(let e):
+            // No device: a history fetched from the App Store Server API.
+            self.init(transactionId: nil, productId: nil, kind: e.deviceId.isEmpty ? "history" : "receipt", position: position)
         case .renewalInfoObserved(let e): self.init(transactionId: e.originalTransactionId, productId: nil, kind: "renewal_info", position: position)
         case .purchaseRecorded(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "purchase", position: position)
         case .subscriptionRenewed(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "renewal", position: position)

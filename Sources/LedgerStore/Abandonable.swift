@@ -17,9 +17,10 @@ import Synchronization
 /// database monitor stopped for good that way, and with it the 503s of the next outage).
 public func untilAbandoned<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result,
-    abandonWhen: @escaping @Sendable () async -> (any Error)?
+    abandonWhen: @escaping @Sendable () async -> (any Error)?,
+    discardingLate discard: (@Sendable (Result) async -> Void)? = nil
 ) async throws -> Result {
-    try await race(operation) { outcome in
+    try await race(operation, discardingLate: discard) { outcome in
         let watch = Task {
             if let error = await abandonWhen() { outcome.finish(.failure(error)) }
         }
@@ -66,14 +67,18 @@ extension PostgresConnection {
 }
 
 /// Runs `operation`, and gives it up after `limit` with `TimedOut` (see `untilAbandoned`).
+///
+/// `discard` gets what the operation gives when it comes after the wait was given up (a
+/// connection to close, say), so that nothing it holds is dropped unreleased.
 public func untilAbandoned<Result: Sendable>(
     after limit: Duration,
+    discardingLate discard: (@Sendable (Result) async -> Void)? = nil,
     _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
-    try await untilAbandoned(operation) {
+    try await untilAbandoned(operation, abandonWhen: {
         try? await Task.sleep(for: limit)
         return TimedOut(limit: limit)
-    }
+    }, discardingLate: discard)
 }
 
 /// A wait given up after its time limit.
@@ -86,6 +91,7 @@ public struct TimedOut: Error, CustomStringConvertible {
 /// `outcome.finish` with an error) and returns how to take that down again.
 private func race<Result: Sendable>(
     _ operation: @escaping @Sendable () async throws -> Result,
+    discardingLate discard: (@Sendable (Result) async -> Void)? = nil,
     arm: (Outcome<Result>) throws -> @Sendable () -> Void
 ) async throws -> Result {
     let outcome = Outcome<Result>()
@@ -93,7 +99,8 @@ private func race<Result: Sendable>(
     defer { disarm() }
     let work = Task {
         do {
-            outcome.finish(.success(try await operation()))
+            let value = try await operation()
+            if !outcome.finish(.success(value)) { await discard?(value) }
         } catch {
             outcome.finish(.failure(error))
         }
@@ -116,14 +123,17 @@ final class Outcome<Result: Sendable>: Sendable {
 
     private let state = Mutex(State())
 
-    func finish(_ result: Swift.Result<Result, any Error>) {
-        let waiter = state.withLock { state -> CheckedContinuation<Result, any Error>? in
-            guard state.result == nil else { return nil }
+    /// Whether `result` is the one the waiter gets (false when another came first).
+    @discardableResult
+    func finish(_ result: Swift.Result<Result, any Error>) -> Bool {
+        let (taken, waiter) = state.withLock { state -> (Bool, CheckedContinuation<Result, any Error>?) in
+            guard state.result == nil else { return (false, nil) }
             state.result = result
             defer { state.waiter = nil }
-            return state.waiter
+            return (true, state.waiter)
         }
         waiter?.resume(with: result)
+        return taken
     }
 
     func wait(_ continuation: CheckedContinuation<Result, any Error>) {
@@ -192,7 +202,8 @@ extension PostgresConnection {
     static func connect(
         _ configuration: PostgresConnection.Configuration, id: Int, within patience: Duration = .seconds(5), logger: Logger
     ) async throws -> PostgresConnection {
-        try await untilAbandoned(after: patience) {
+        // A connection that comes after the caller gave up is closed, not dropped open.
+        try await untilAbandoned(after: patience, discardingLate: { late in try? await late.close() }) {
             try await PostgresConnection.connect(configuration: configuration, id: id, logger: logger)
         }
     }

@@ -63,7 +63,7 @@ struct AppStoreCommand: AsyncParsableCommand {
             }
             Output.line("\(app), \(user): Apple's \(result.environment.rawValue) history of \(transaction) lists \(result.fetched) transaction(s)")
             for item in result.recorded {
-                Output.line("  recorded at \(item.position): \(item.kind) \(item.transactionId ?? "") \(item.productId ?? "")")
+                Output.line("  recorded at \(item.position): " + [item.kind, item.transactionId, item.productId].compactMap { $0 }.joined(separator: " "))
             }
             if !result.duplicates.isEmpty { Output.line("  already recorded: \(result.duplicates.joined(separator: ", "))") }
             if !result.notRecorded.isEmpty { Output.line("  held by another user of the app, not recorded: \(result.notRecorded.joined(separator: ", "))") }

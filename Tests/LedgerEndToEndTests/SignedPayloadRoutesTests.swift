@@ -45,9 +45,14 @@ import Testing
         }
     }
 
-    static func run<T: Sendable>(_ name: String = #function, _ body: @Sendable (APIHarness, Signed) async throws -> T) async throws -> T {
+    static func run<T: Sendable>(
+        _ name: String = #function, notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
+        _ body: @Sendable (APIHarness, Signed) async throws -> T
+    ) async throws -> T {
         let authority = try SimulatorCertificateAuthority()
-        return try await APIHarness.run(name, authority: authority) { api in try await body(api, Signed(authority: authority)) }
+        return try await APIHarness.run(name, authority: authority, notificationRetryDelays: notificationRetryDelays) { api in
+            try await body(api, Signed(authority: authority))
+        }
     }
 
     // MARK: StoreKit 2 transactions from devices
@@ -283,7 +288,7 @@ import Testing
     }
 
     @Test func theSimulatorTriesAgainUntilTheLedgerAnswers200() async throws {
-        try await Self.run { api, _ in
+        try await Self.run(notificationRetryDelays: [.milliseconds(300), .milliseconds(600), .seconds(1), .seconds(2), .seconds(4), .seconds(8)]) { api, _ in
             try await api.defineProduct("coins.10", type: "consumable", simulatorOptions: ["price": "0.99", "currency": "USD"])
             // The ledger does not know this app yet: its notifications are refused (404) until it does.
             let late = "com.example.late"
@@ -291,7 +296,16 @@ import Testing
             _ = try await api.simulator(.PUT, "/admin/apps/\(late)", ["notificationURL": api.base + "/v1/apps/\(late)/notifications"])
             _ = try await api.simulator(.POST, "/admin/users", ["userId": "ivy"])
             _ = try await api.simulator(.POST, "/admin/purchases", ["userId": "ivy", "bundleId": late, "productId": "coins.10"])
-            try await Task.sleep(for: .milliseconds(100))
+            // The first try is refused (404: no such app in the ledger) before the app is registered.
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                let listed = try await api.simulator(.GET, "/admin/notifications")
+                let tried = (listed.json["notifications"] as? [[String: Any]] ?? []).contains {
+                    $0["bundleId"] as? String == late && ($0["attempts"] as? Int ?? 0) >= 1
+                }
+                if tried { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
             let registry = AppRegistry(client: api.client, logger: APIHarness.logger)
             try await registry.addApp(late, sharedSecret: nil)
             let delivered = try await api.delivered("ONE_TIME_CHARGE", bundleId: late)
