@@ -88,9 +88,6 @@ extension LedgerAPI {
         let (body, _) = try await APIJSON.decode(NotificationBody.self, from: request, limit: APILimits.signedPayloadBodyBytes,
                                                  timeout: configuration.bodyReadTimeout)
         try Self.validateSignedPayload(body.signedPayload, field: "signedPayload")
-        guard try await registry.isRegistered(app) else {
-            throw APIError.notFound("no app '\(app)' is registered with this ledger (ledger apps add); nothing was recorded")
-        }
         let verified: (notification: SignedNotification, transaction: SignedTransaction?, renewalInfo: SignedRenewalInfo?)
         do {
             verified = try await configuration.signedPayloads.verifyNotification(body.signedPayload, bundleId: app)
@@ -125,11 +122,20 @@ extension LedgerAPI {
                 environment: environment.rawValue, outcome: outcome, userId: user, position: position, recorded: recorded
             ))
         }
-        if let earlier = try await store.recorded([key])[key] {
-            return try answer("duplicate", user: NotificationRouting.user(earlier.streamID, app: app), position: earlier.position)
+        // One statement: recorded before (Apple's retry), or whose transaction it is.
+        let found = try await notificationRouting.lookup(key, transactionIDs: Self.transactionIDs(of: notification), app: app,
+                                                         environment: environment)
+        if let earlier = found.earlier {
+            return try answer("duplicate", user: NotificationRouting.user(earlier.stream, app: app), position: earlier.position)
         }
-        if let user = try await owner(of: notification, app: app) {
+        var holder = found.holder
+        if holder == nil { holder = try await owner(byToken: notification, app: app) }
+        if let user = holder {
             return try await recordNotification(notification, for: user, app: app, document: document, context, answer: answer)
+        }
+        // A user of the app holding its transaction shows the app is registered; with none, it must be.
+        guard try await registry.isRegistered(app) else {
+            throw APIError.notFound("no app '\(app)' is registered with this ledger (ledger apps add); nothing was recorded")
         }
         // Nobody holds it yet: it waits, in the log, for its user.
         try await receipts.keep(document)
@@ -155,13 +161,22 @@ extension LedgerAPI {
 
     /// The user a notification belongs to: who holds its transaction or original, else its token.
     private func owner(of notification: AppStoreNotificationReceived, app: String) async throws -> String? {
-        let fields = notification.transaction.map(AppStoreFields.init)
-        let ids = [fields?.transactionId, notification.originalTransactionId].compactMap { $0 }
-        if let user = try await notificationRouting.holder(of: ids, app: app, environment: notification.environment) { return user }
-        if let token = notification.appAccountToken {
-            return try await notificationRouting.holder(ofToken: token, app: app, environment: notification.environment)
+        if let user = try await notificationRouting.holder(of: Self.transactionIDs(of: notification), app: app,
+                                                          environment: notification.environment) {
+            return user
         }
-        return nil
+        return try await owner(byToken: notification, app: app)
+    }
+
+    /// The user whose recorded transactions carry the notification's `appAccountToken`.
+    private func owner(byToken notification: AppStoreNotificationReceived, app: String) async throws -> String? {
+        guard let token = notification.appAccountToken else { return nil }
+        return try await notificationRouting.holder(ofToken: token, app: app, environment: notification.environment)
+    }
+
+    /// The notification's transaction and its original: whoever holds either holds the notification.
+    static func transactionIDs(of notification: AppStoreNotificationReceived) -> [String] {
+        [notification.transaction.flatMap { AppStoreFields($0).transactionId }, notification.originalTransactionId].compactMap { $0 }
     }
 
     private func recordNotification(

@@ -30,6 +30,27 @@ public struct NotificationRouting: Sendable {
         return nil
     }
 
+    /// Where a notification was recorded before, if it was, and otherwise the user who first
+    /// recorded any of these transactions: both from one statement over the deduplication keys.
+    public func lookup(
+        _ notificationKey: DeduplicationKey, transactionIDs: [String], app bundleID: String, environment: StoreEnvironment
+    ) async throws -> (earlier: (stream: String, position: Int64)?, holder: String?) {
+        let claims = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
+        let rows = try await client.query(
+            """
+            SELECT dedup_key, stream_id, "position" FROM ledger.events
+            WHERE dedup_key = ANY(\([notificationKey.rawValue] + claims)) ORDER BY "position"
+            """,
+            logger: logger
+        )
+        var holder: String?
+        for try await (key, stream, position) in rows.decode((String, String, Int64).self) {
+            if key == notificationKey.rawValue { return ((stream, position), nil) }
+            if holder == nil { holder = Self.user(stream, app: bundleID) }
+        }
+        return (nil, holder)
+    }
+
     /// The first user of the app whose recorded transactions carry this `appAccountToken`.
     public func holder(ofToken token: String, app bundleID: String, environment: StoreEnvironment) async throws -> String? {
         let rows = try await client.query(
