@@ -13,8 +13,10 @@ public enum SubscriptionPeriodsProjection: UserProjection {
     public static let name = ProjectionName.subscriptionPeriods
     /// Version 3 followed `TransactionClassifier.version` 2 (rows from the classifier over recorded
     /// facts). Version 4: an auto-renewable period's group is the one the catalog gave when the
-    /// transaction was recorded, not the current one.
-    public static let version = 4
+    /// transaction was recorded, not the current one. Version 5: a subscription in a billing grace
+    /// period (its latest renewal info says billing is retried, with a grace period) keeps its latest
+    /// period running until the grace period ends.
+    public static let version = 5
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction that paid for the period"),

@@ -118,6 +118,34 @@ import Testing
         #expect(!stream.state.devices.contains(""), "Apple alone names no device")
     }
 
+    @Test("a billing grace period keeps the latest period running until it ends, in either naming")
+    func gracePeriod() throws {
+        let start = utc("2025-01-01T00:00:00.000Z"), end = utc("2025-02-01T00:00:00.000Z"), grace = utc("2025-02-17T00:00:00.000Z")
+        for (naming, info) in [
+            ("receipt", ["original_transaction_id": "1", "auto_renew_status": "1", "is_in_billing_retry_period": "1",
+                         "grace_period_expires_date_ms": String(grace.milliseconds), "expiration_intent": "2"]),
+            ("signed", ["originalTransactionId": "1", "autoRenewStatus": "1", "isInBillingRetryPeriod": "true",
+                        "gracePeriodExpiresDate": String(grace.milliseconds), "expirationIntent": "2", "signedDate": String(end.milliseconds)]),
+        ] {
+            var stream = UserStream(catalog: catalog)
+            try stream.receipt([TestTransaction("1", "pro", purchased: start, expires: end)])
+            let entitlements = { (at: String) in stream.state.entitlements(catalog: catalog, at: utc(at)).subscriptions.first?.activeUntil }
+            #expect(entitlements("2025-02-05T00:00:00.000Z") == nil, "\(naming): lapsed, before any renewal info")
+            let answer = TestReceipts.answer([], renewalInfo: [info], receipt: "retry-\(naming)")
+            stream.append(try UserDecisions.observeReceipt(answer, app: "com.example.app", deviceId: "phone", digest: TestReceipts.digest,
+                                                           on: stream.state).events)
+            #expect(entitlements("2025-02-05T00:00:00.000Z") == grace, "\(naming): in the grace period")
+            #expect(entitlements("2025-02-18T00:00:00.000Z") == nil, "\(naming): the grace period is over")
+            // Billing recovered: the renewal info says so, and the period ends where it was paid to.
+            var recovered = info
+            recovered[naming == "receipt" ? "is_in_billing_retry_period" : "isInBillingRetryPeriod"] = naming == "receipt" ? "0" : "false"
+            let again = TestReceipts.answer([], renewalInfo: [recovered], receipt: "recovered-\(naming)")
+            stream.append(try UserDecisions.observeReceipt(again, app: "com.example.app", deviceId: "phone", digest: TestReceipts.digest,
+                                                           on: stream.state).events)
+            #expect(entitlements("2025-02-05T00:00:00.000Z") == nil, "\(naming): no more grace")
+        }
+    }
+
     @Test("a notification is recorded once, with only what it says that is news")
     func notifications() throws {
         var stream = UserStream(catalog: catalog)

@@ -1,5 +1,6 @@
 import Foundation
 import AppStore
+import LedgerDomain
 import LedgerHTTP
 import LedgerStore
 import LedgerTesting
@@ -503,6 +504,14 @@ import Testing
             #expect(info["expiration_intent"] as? String == "2")
             #expect(info["grace_period_expires_date_ms"] as? String != nil && info["grace_period_expires_date"] as? String != nil)
             #expect(info["original_transaction_id"] as? String == subscription.transactionId)
+            // In the grace period the subscription stays active, until the grace period ends.
+            let at = try await api.simulator(.GET, "/admin/clock").json["now"] as? String ?? ""
+            let during = try await api.send(.GET, "/v1/apps/\(Self.app)/users/alice/entitlements?minPosition=\(retrying.position)&at=\(at)",
+                                            key: api.keys["read"])
+            let pro = (during.json["subscriptions"] as? [[String: Any]])?.first
+            #expect(pro?["active"] as? Bool == true, "\(during.text)")
+            let graceEnd = (info["grace_period_expires_date_ms"] as? String).flatMap { Int64($0) }
+            #expect(date(pro?["activeUntil"])?.milliseconds == graceEnd, "\(during.text)")
 
             // A finished consumable leaves later receipts: no refund, the balance stays.
             let coins = try await api.buy("bob", "coins", quantity: 3)

@@ -38,6 +38,8 @@ public struct AppStoreFields: Hashable, Sendable {
         price = nil
         appStoreProductType = nil
         signedDate = nil
+        isInBillingRetry = Self.flag(values, "is_in_billing_retry_period")
+        gracePeriodExpiresDate = Self.date(values, "grace_period_expires_date")
     }
 
     /// A signed payload's naming (`JWSTransactionDecodedPayload`, `JWSRenewalInfoDecodedPayload`):
@@ -66,6 +68,8 @@ public struct AppStoreFields: Hashable, Sendable {
         isFamilyShared = Self.text(values, "inAppOwnershipType") == "FAMILY_SHARED"
         appStoreProductType = Self.text(values, "type").flatMap(Self.productType(named:))
         signedDate = Self.milliseconds(values, "signedDate")
+        isInBillingRetry = Self.flag(values, "isInBillingRetryPeriod")
+        gracePeriodExpiresDate = Self.milliseconds(values, "gracePeriodExpiresDate")
     }
 
     private static func milliseconds(_ values: [String: String], _ key: String) -> Date? {
@@ -151,6 +155,10 @@ public struct AppStoreFields: Hashable, Sendable {
     public let appStoreProductType: ProductType?
     /// Signed payloads only: when Apple signed them.
     public let signedDate: Date?
+    /// Renewal info: the App Store is still trying to bill the renewal.
+    public let isInBillingRetry: Bool
+    /// Renewal info: while billing is retried, the customer keeps access until then (a billing grace period).
+    public let gracePeriodExpiresDate: Date?
 
     /// Fields a signed payload gives anew each time it is signed, or per device, without any
     /// change to the transaction: a payload differing from another only in these says the same.

@@ -55,18 +55,39 @@ extension UserLedger {
     /// ended early where the App Store reported it cancelled, in the subscription group the catalog
     /// gave the product when the transaction was recorded (a later move to another group rewrites no
     /// past period, so a catalog edit changes no user's rows but those of products it first defines).
+    ///
+    /// A billing grace period: while the latest renewal info of a subscription says the App Store
+    /// is retrying the renewal's billing (`is_in_billing_retry_period`, `isInBillingRetryPeriod`)
+    /// with a grace period (`grace_period_expires_date`, `gracePeriodExpiresDate`), the
+    /// subscription's latest period runs until the grace period ends, as Apple keeps the customer's
+    /// access until then. A renewal that comes (billing recovered) is a period of its own; an
+    /// upgraded or refunded period is not extended.
     public func autoRenewablePeriods(catalog: ProductCatalog) -> [SubscriptionPeriod] {
-        transactionsInOrder.compactMap { transaction in
+        var periods: [SubscriptionPeriod] = []
+        var latest: [String: (index: Int, upgraded: Bool)] = [:]
+        for transaction in transactionsInOrder {
             guard transaction.productType == .autoRenewable, transaction.kind.isPayment || transaction.restores == nil,
                   !transaction.isRevoked,
                   let expires = transaction.periodEnd, transaction.purchaseDate.milliseconds < expires.milliseconds
-            else { return nil }
-            return SubscriptionPeriod(
+            else { continue }
+            periods.append(SubscriptionPeriod(
                 transactionId: transaction.transactionId, productId: transaction.productId,
                 group: catalog.product(transaction.productId, asOf: transaction.position)?.subscriptionGroup ?? transaction.productId,
                 kind: .autoRenewable, start: transaction.purchaseDate, end: expires
-            )
+            ))
+            let chain = transaction.originalTransactionId
+            if let held = latest[chain], periods[held.index].end.milliseconds >= expires.milliseconds { continue }
+            latest[chain] = (periods.count - 1, transaction.upgradedAt != nil)
         }
+        for (original, period) in latest where !period.upgraded {
+            guard let info = facts.renewalInfo[original], info.isInBillingRetry, let grace = info.gracePeriodExpiresDate,
+                  grace.milliseconds > periods[period.index].end.milliseconds
+            else { continue }
+            let held = periods[period.index]
+            periods[period.index] = SubscriptionPeriod(transactionId: held.transactionId, productId: held.productId, group: held.group,
+                                                       kind: held.kind, start: held.start, end: grace)
+        }
+        return periods
     }
 
     /// Every consumable the user bought or used, with purchased and consumed units. A purchase counts
