@@ -78,9 +78,11 @@ public struct SimulatorSignedPayloads: Sendable {
     /// A `responseBodyV2DecodedPayload` with its `data`, the signed transaction and renewal info inside.
     public static func notification(
         type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), bundleId: String, appAppleId: Int64? = nil,
-        environment: StoreEnvironment, signedTransactionInfo: String?, signedRenewalInfo: String? = nil, status: Int? = nil, signedDate: Date
+        environment: StoreEnvironment, signedTransactionInfo: String?, signedRenewalInfo: String? = nil, status: Int? = nil,
+        consumptionRequestReason: String? = nil, signedDate: Date
     ) -> [String: Any] {
         var data: [String: Any] = ["bundleId": bundleId, "environment": environment.responseValue, "bundleVersion": "1"]
+        if let consumptionRequestReason { data["consumptionRequestReason"] = consumptionRequestReason }
         if let appAppleId { data["appAppleId"] = appAppleId }
         if let signedTransactionInfo { data["signedTransactionInfo"] = signedTransactionInfo }
         if let signedRenewalInfo { data["signedRenewalInfo"] = signedRenewalInfo }

@@ -51,6 +51,7 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/balances", .read),
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/subscriptions", .read),
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/history", .read),
+        APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/consumption-requests", .read),
         APIRoute(.get, "/v1/key", nil, anyKey: true),
         APIRoute(.get, "/v1/audit/events", .finance),
         APIRoute(.get, "/v1/audit/summary", .finance),

@@ -86,6 +86,7 @@ public struct LedgerAPI: Sendable {
         apps.get("users/:userId/balances") { try await balances($0, $1) }
         apps.get("users/:userId/subscriptions") { try await subscriptions($0, $1) }
         apps.get("users/:userId/history") { try await history($0, $1) }
+        apps.get("users/:userId/consumption-requests") { try await consumptionRequests($0, $1) }
         router.get("v1/key") { try await keyInfo($0, $1) }
         let audit = router.group("v1/audit")
         audit.get("events") { try await auditEvents($0, $1) }

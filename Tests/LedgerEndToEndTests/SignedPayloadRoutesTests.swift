@@ -36,11 +36,11 @@ import Testing
         func notification(
             _ type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), transaction: String?,
             renewalInfo: String? = nil, environment: StoreEnvironment = .sandbox, bundleId: String = SignedPayloadRoutesTests.app,
-            signedAt: Date = Date(), withoutIntermediate: Bool = false
+            reason: String? = nil, signedAt: Date = Date(), withoutIntermediate: Bool = false
         ) throws -> String {
             try signer.sign(SimulatorSignedPayloads.notification(
                 type: type, subtype: subtype, uuid: uuid, bundleId: bundleId, environment: environment,
-                signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: signedAt
+                signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, consumptionRequestReason: reason, signedDate: signedAt
             ), chain: withoutIntermediate ? [authority.leaf, authority.root] : nil)
         }
     }
@@ -185,6 +185,42 @@ import Testing
             let notifications = try await api.client.query(
                 "SELECT count(*) FROM ledger.events WHERE event_type = 'AppStoreNotificationReceived.v1'")
             for try await count in notifications.decode(Int.self) { #expect(count == 1) }
+        }
+    }
+
+    @Test func aConsumptionRequestIsRecordedAndWhatAppleAsksIsReadableByTheApp() async throws {
+        try await Self.run { api, signed in
+            try await api.defineProduct("coins.100", type: "consumable")
+            let bought = Date().addingTimeInterval(-3600)
+            let purchase = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, quantity: 3)
+            #expect(try await api.postTransaction("nina", device: "phone", purchase).status == 200)
+            let used = try await api.send(.POST, "/v1/apps/\(Self.app)/users/nina/consumptions", key: api.allKey,
+                                          json: ["productId": "coins.100", "quantity": 2, "deviceId": "phone"])
+            #expect(used.status == 201, "\(used.text)")
+            let none = try await api.send(.GET, "/v1/apps/\(Self.app)/users/nina/consumption-requests", key: api.keys["read"])
+            #expect(none.status == 200 && (none.json["requests"] as? [Any])?.isEmpty == true, "\(none.text)")
+
+            // The customer asks Apple for a refund; Apple asks the app for consumption information.
+            let asked = try await api.postNotification(try signed.notification("CONSUMPTION_REQUEST", transaction: purchase, reason: "UNINTENDED_PURCHASE"))
+            #expect(asked.status == 200 && asked.kinds == ["notification"], "\(asked.text)")
+            let requests = try await api.send(.GET, "/v1/apps/\(Self.app)/users/nina/consumption-requests", key: api.keys["read"])
+            let request = try #require((requests.json["requests"] as? [[String: Any]])?.first, "\(requests.text)")
+            #expect(request["reason"] as? String == "UNINTENDED_PURCHASE" && request["transactionId"] as? String == "2000000000000040")
+            #expect(request["unitsPurchased"] as? Int == 3 && request["unitsConsumed"] as? Int == 2, "\(request)")
+            #expect(request["delivered"] as? Bool == true && request["refunded"] as? Bool == false && request["finished"] as? Bool == false)
+            let account = request["account"] as? [String: Any]
+            #expect((account?["purchased"] as? [[String: Any]])?.first?["amount"] as? String == "2.97", "990 milliunits × 3: \(request)")
+            #expect((account?["refunded"] as? [Any])?.isEmpty == true)
+
+            // Apple refunds after all.
+            let refund = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, quantity: 3, revoked: Date())
+            #expect(try await api.postNotification(try signed.notification("REFUND", transaction: refund)).status == 200)
+            let after = try await api.send(.GET, "/v1/apps/\(Self.app)/users/nina/consumption-requests", key: api.keys["read"])
+            let refunded = try #require((after.json["requests"] as? [[String: Any]])?.first)
+            #expect(refunded["refunded"] as? Bool == true && refunded["unitsPurchased"] as? Int == 0, "\(refunded)")
+            #expect(((refunded["account"] as? [String: Any])?["refunded"] as? [[String: Any]])?.first?["amount"] as? String == "2.97")
+            let stranger = try await api.send(.GET, "/v1/apps/\(Self.app)/users/nobody/consumption-requests", key: api.keys["read"])
+            #expect(stranger.status == 404, "\(stranger.text)")
         }
     }
 

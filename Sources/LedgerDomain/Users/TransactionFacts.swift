@@ -75,6 +75,8 @@ public struct TransactionFacts: Hashable, Sendable {
         public let signedDate: Date
         public let transactionId: String?
         public let originalTransactionId: String?
+        /// CONSUMPTION_REQUEST: why the customer asked for a refund (`data.consumptionRequestReason`).
+        public let consumptionRequestReason: String?
         public let at: Recorded
     }
 
@@ -152,7 +154,8 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func notify(_ event: AppStoreNotificationReceived, at: Recorded) {
         notifications.append(Notification(
             uuid: event.notificationUUID, type: event.notificationType, subtype: event.subtype, signedDate: event.signedDate,
-            transactionId: event.transaction.flatMap { AppStoreFields($0).transactionId }, originalTransactionId: event.originalTransactionId, at: at
+            transactionId: event.transaction.flatMap { AppStoreFields($0).transactionId }, originalTransactionId: event.originalTransactionId,
+            consumptionRequestReason: event.fields["data.consumptionRequestReason"], at: at
         ))
     }
 
