@@ -20,8 +20,7 @@ actor SimulatorNotifier {
         let transactionId: String
         let originalTransactionId: String
         let signedDate: Date
-        /// nil: the app has no notification URL, so nothing is sent.
-        let url: String?
+        let url: String
         var attempts: Int = 0
         var lastStatus: Int?
         var lastError: String?
@@ -56,7 +55,7 @@ actor SimulatorNotifier {
                 let delivery = try render(notice)
                 index[delivery.notificationUUID] = deliveries.count
                 deliveries.append(delivery)
-                if delivery.url != nil { continuation.yield(delivery.notificationUUID) }
+                continuation.yield(delivery.notificationUUID)
             } catch {
                 logger.error("could not sign a notification", metadata: ["appstore.type": "\(notice.type)", "appstore.error": "\(error)"])
             }
@@ -80,7 +79,8 @@ actor SimulatorNotifier {
     }
 
     private func deliver(_ uuid: String) async {
-        guard let first = index[uuid].map({ deliveries[$0] }), let url = first.url else { return }
+        guard let first = index[uuid].map({ deliveries[$0] }) else { return }
+        let url = first.url
         var body = ByteBuffer()
         body.writeBytes((try? JSONSerialization.data(withJSONObject: ["signedPayload": first.signedPayload])) ?? Data())
         for attempt in 0...retryDelays.count {

@@ -34,7 +34,7 @@ actor SimulatorStore {
         /// Auto-renewables: the subscription as it stands when the notice is made.
         let renewal: SubscriptionView?
         let at: Date
-        let notificationURL: String?
+        let notificationURL: String
         /// The product's price, per unit, in milliunits, and its currency.
         let price: (milliunits: Int64, currency: String)?
     }
@@ -177,14 +177,15 @@ actor SimulatorStore {
         return notices
     }
 
+    /// Noted only for an app with a notification URL: Apple sends nothing without one.
     private func notify(_ type: String, _ subtype: String? = nil, about transaction: SimulatorTransaction) {
-        let app = apps[transaction.bundleId]
+        guard let app = apps[transaction.bundleId], let url = app.notificationURL else { return }
         let renewal = transaction.productType == .autoRenewable
             ? (subscriptions[transaction.originalTransactionId]).flatMap { view(of: $0, at: now) }
             : nil
         let price = price(bundleId: transaction.bundleId, productId: transaction.productId)
         notices.append(Notice(type: type, subtype: subtype, transaction: transaction, renewal: renewal, at: now,
-                              notificationURL: app?.notificationURL, price: price))
+                              notificationURL: url, price: price))
     }
 
     /// The notification Apple sends for a new transaction: none for restores and family members' copies.

@@ -48,25 +48,14 @@ extension LedgerAPI {
     }
 
     func backfillRecording(
-        app: String, user: String, transactionId: String, environment: StoreEnvironment?, metadata: [String: String], logger: Logger
+        app: String, user: String, transactionId: String, environment: StoreEnvironment?, key given: AppStoreServerAPIKey? = nil,
+        metadata: [String: String], logger: Logger
     ) async throws -> (Recording, fetched: Int, environment: StoreEnvironment) {
         try Self.validateIdentifier(user, field: "userId")
-        let stored: AppRegistry.ServerAPIKey?
-        do {
-            stored = try await registry.serverAPIKey(of: app)
-        } catch let error as AccessError {
-            throw BackfillError(message: error.message)
-        } catch let error as SecretError {
-            throw BackfillError(message: error.message)
-        }
-        guard let stored else {
+        var key = given
+        if key == nil { key = try await serverAPIKey(of: app) }
+        guard let key else {
             throw BackfillError(message: "\(app) has no App Store Server API key: add one with `ledger apps appstore-key \(app) --key-id … --issuer-id … --private-key FILE.p8`")
-        }
-        let key: AppStoreServerAPIKey
-        do {
-            key = try AppStoreServerAPIKey(keyID: stored.keyID, issuerID: stored.issuerID, privateKeyPEM: stored.privateKeyPEM)
-        } catch {
-            throw BackfillError(message: error.description)
         }
         var transactions: [SignedTransaction] = []
         var used = environment ?? .production
@@ -102,6 +91,24 @@ extension LedgerAPI {
         return (recording, transactions.count, used)
     }
 
+    /// The app's App Store Server API key, nil when it has none; refusals in words.
+    func serverAPIKey(of app: String) async throws -> AppStoreServerAPIKey? {
+        let stored: AppRegistry.ServerAPIKey?
+        do {
+            stored = try await registry.serverAPIKey(of: app)
+        } catch let error as AccessError {
+            throw BackfillError(message: error.message)
+        } catch let error as SecretError {
+            throw BackfillError(message: error.message)
+        }
+        guard let stored else { return nil }
+        do {
+            return try AppStoreServerAPIKey(keyID: stored.keyID, issuerID: stored.issuerID, privateKeyPEM: stored.privateKeyPEM)
+        } catch {
+            throw BackfillError(message: "the stored App Store Server API key of \(app) cannot be used: \(error.description)")
+        }
+    }
+
     /// After a post: a transaction it recorded whose original transaction the stream never saw (a
     /// renewal or a restore of a purchase made before the ledger, or whose post was lost) is looked
     /// up in Apple's history when the app has a Server API key. Best effort: a failure is logged, and
@@ -118,9 +125,9 @@ extension LedgerAPI {
         }
         guard let original = unknown.first else { return nil }
         do {
-            guard try await registry.serverAPIKey(of: app) != nil else { return nil }
+            guard let key = try await serverAPIKey(of: app) else { return nil }
             let (backfilled, fetched, _) = try await backfillRecording(
-                app: app, user: user, transactionId: original, environment: environment,
+                app: app, user: user, transactionId: original, environment: environment, key: key,
                 metadata: metadata.merging(["source": "backfill"]) { $1 }, logger: logger
             )
             logger.info("restore of an unseen purchase: its history fetched from the App Store", metadata: [

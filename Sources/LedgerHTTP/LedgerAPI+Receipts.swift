@@ -146,12 +146,17 @@ extension LedgerAPI {
         let keep = { try await receipts.keep(document) }
         let fields = answer.transactions.map(AppStoreFields.init)
         let claimed = Array(Set(fields.flatMap { [$0.transactionId, $0.originalTransactionId].compactMap { $0 } }))
+        let originals = Array(Set(fields.compactMap { $0.originalTransactionId ?? $0.transactionId }))
+        let tokens = Array(Set(fields.compactMap { $0["appAccountToken"] }))
         var attempt = 0
         var elsewhere: [String: Int64]
         var outcome: UserCommandHandler<PostgresEventStore>.Outcome<[DuplicateItem]>
         while true {
             attempt += 1
-            let held = try await handler.transactionsHeldElsewhere(claimed, app: app, environment: answer.environment, user: userId)
+            // Both lookups at once: the post waits for one round trip, not two.
+            async let heldLookup = handler.transactionsHeldElsewhere(claimed, app: app, environment: answer.environment, user: userId)
+            async let waitingLookup = notificationRouting.waiting(app: app, environment: answer.environment, originals: originals, tokens: tokens)
+            let held = try await heldLookup
             elsewhere = [:]
             for transaction in fields {
                 guard let id = transaction.transactionId else { continue }
@@ -159,12 +164,10 @@ extension LedgerAPI {
                     elsewhere[id] = position
                 }
             }
-            let mine = fields.filter { $0.transactionId.map { elsewhere[$0] == nil } ?? false }
-            let waiting = try await notificationRouting.waiting(
-                app: app, environment: answer.environment,
-                originals: Array(Set(mine.compactMap { $0.originalTransactionId ?? $0.transactionId })),
-                tokens: Array(Set(mine.compactMap { $0["appAccountToken"] }))
-            )
+            // What waits for a transaction another user holds is theirs, not this user's.
+            let theirs = Set(fields.filter { $0.transactionId.map { elsewhere[$0] != nil } ?? false }
+                .compactMap { $0.originalTransactionId ?? $0.transactionId })
+            let waiting = try await waitingLookup.filter { !theirs.contains($0.originalTransactionId ?? "") }
             do {
                 outcome = try await handler.execute(app: app, user: userId, metadata: metadata, beforeAppend: keep) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(

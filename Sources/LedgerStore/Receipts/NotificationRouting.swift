@@ -18,34 +18,26 @@ public struct NotificationRouting: Sendable {
 
     /// The user who first recorded any of these transactions in `environment`, if one did.
     public func holder(of transactionIDs: [String], app bundleID: String, environment: StoreEnvironment) async throws -> String? {
-        let keys = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
-        guard !keys.isEmpty else { return nil }
-        let rows = try await client.query(
-            """
-            SELECT stream_id FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position" LIMIT 1
-            """,
-            logger: logger
-        )
-        for try await stream in rows.decode(String.self) { return Self.user(stream, app: bundleID) }
-        return nil
+        try await lookup(nil, transactionIDs: transactionIDs, app: bundleID, environment: environment).holder
     }
 
     /// Where a notification was recorded before, if it was, and otherwise the user who first
     /// recorded any of these transactions: both from one statement over the deduplication keys.
     public func lookup(
-        _ notificationKey: DeduplicationKey, transactionIDs: [String], app bundleID: String, environment: StoreEnvironment
+        _ notificationKey: DeduplicationKey?, transactionIDs: [String], app bundleID: String, environment: StoreEnvironment
     ) async throws -> (earlier: (stream: String, position: Int64)?, holder: String?) {
         let claims = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
+        let keys = (notificationKey.map { [$0.rawValue] } ?? []) + claims
+        guard !keys.isEmpty else { return (nil, nil) }
         let rows = try await client.query(
             """
-            SELECT dedup_key, stream_id, "position" FROM ledger.events
-            WHERE dedup_key = ANY(\([notificationKey.rawValue] + claims)) ORDER BY "position"
+            SELECT dedup_key, stream_id, "position" FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position"
             """,
             logger: logger
         )
         var holder: String?
         for try await (key, stream, position) in rows.decode((String, String, Int64).self) {
-            if key == notificationKey.rawValue { return ((stream, position), nil) }
+            if key == notificationKey?.rawValue { return ((stream, position), nil) }
             if holder == nil { holder = Self.user(stream, app: bundleID) }
         }
         return (nil, holder)
