@@ -95,8 +95,19 @@ public final class DatabaseMonitor: Service, Sendable {
     }
 
     public func run() async throws {
+        // A probe that is only slow (a busy machine: a new connection's authentication takes CPU)
+        // is no outage by itself: the database is called down when a probe is refused, or when two
+        // in a row are not answered in time.
+        var slowBefore = false
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let reason = await probe()
+            let (reason, timedOut) = await probe()
+            if timedOut, !slowBefore, !isDown {
+                slowBefore = true
+                logger.debug("the database's probe was not answered in time; probing again before calling it down")
+                await sleep(for: .milliseconds(200))
+                continue
+            }
+            slowBefore = timedOut
             await record(reason)
             await sleep(for: reason == nil ? .seconds(1) : .milliseconds(200))
         }
@@ -106,7 +117,7 @@ public final class DatabaseMonitor: Service, Sendable {
     /// nil when the database answered within a second; else why not. The probe is given up, not
     /// awaited, when it takes longer: postgres-nio may never answer a statement on a connection
     /// PostgreSQL drops at that instant, and the monitor must go on probing.
-    private func probe() async -> String? {
+    private func probe() async -> (reason: String?, timedOut: Bool) {
         do {
             try await untilAbandoned(after: .seconds(1)) { [settings, logger] in
                 let connection = try await PostgresConnection.connect(
@@ -117,13 +128,13 @@ public final class DatabaseMonitor: Service, Sendable {
                     try await connection.query("SELECT 1", logger: logger).collect()
                 }
             }
-            return nil
+            return (nil, false)
         } catch is TimedOut {
-            return "PostgreSQL did not answer within 1 s"
+            return ("PostgreSQL did not answer within 1 s", true)
         } catch let error as PSQLError {
-            return error.serverInfo?[.message] ?? "\(error.code)"
+            return (error.serverInfo?[.message] ?? "\(error.code)", false)
         } catch {
-            return "\(error)"
+            return ("\(error)", false)
         }
     }
 
