@@ -16,4 +16,26 @@ public protocol EventStore: Sendable {
 
     /// Where each of these deduplication keys is recorded, for those that are.
     func recorded(_ keys: [DeduplicationKey]) async throws -> [DeduplicationKey: AppendResult.EventReference]
+
+    /// The events of several streams after the given versions, none past log `position`, by
+    /// stream id, each stream's in version order (streams with none are absent).
+    func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]]
+}
+
+extension EventStore {
+    /// One stream after another, for stores that cannot read them together.
+    public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
+        var read: [String: [RecordedEvent]] = [:]
+        for (stream, afterVersion) in streams {
+            var next = afterVersion + 1
+            while true {
+                let page = try await readStream(stream, fromVersion: next, limit: 5_000)
+                let wanted = page.filter { $0.position <= position }
+                if !wanted.isEmpty { read[stream.rawValue, default: []] += wanted }
+                guard page.count == 5_000, let last = page.last else { break }
+                next = last.streamVersion + 1
+            }
+        }
+        return read
+    }
 }

@@ -71,14 +71,16 @@ public struct UserCommandHandler<Store: EventStore>: Sendable {
         var attempt = 0
         while true {
             attempt += 1
-            let catalog = try await reader.catalog(app: bundleID)
             if let commandKey, let earlier = try await store.recorded([commandKey])[commandKey] {
+                let catalog = try await reader.catalog(app: bundleID)
                 return try await replay(earlier, of: stream, catalog: catalog, decide)
             }
             // Decisions read transactions judged with the catalog's history. The state is taken
             // out of the kept folds and given back on the way out, as read or, after an append,
-            // moved on by what was appended: either way a fold of the log.
-            var state = try await reader.takeState(of: stream, catalog: catalog)
+            // moved on by what was appended: either way a fold of the log. What the kept catalog
+            // and fold lack of the log is read in one statement.
+            let (catalog, taken) = try await reader.catalogAndState(app: bundleID, taking: stream)
+            var state = taken
             defer { reader.giveBack(state, of: stream) }
             var (events, value) = try decide(state, catalog)
             guard !events.isEmpty else {

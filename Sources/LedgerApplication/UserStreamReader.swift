@@ -71,13 +71,38 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         try await fold(of: stream, upToPosition: .max, catalog: catalog, keeping: false)
     }
 
+    /// The app's catalog and the user's stream folded to its end, as `catalog(app:)` and then
+    /// `takeState(of:catalog:)` give them (the state taken out of the kept folds), but with what
+    /// both lack of the log read in one statement: a command's one read before it decides.
+    public func catalogAndState(app bundleID: String, taking stream: StreamID) async throws -> (catalog: ProductCatalog, state: UserLedger) {
+        guard let kept else {
+            let catalog = try await catalog(app: bundleID)
+            return (catalog, try await takeState(of: stream, catalog: catalog))
+        }
+        let catalogStream = try StreamID.catalog(app: bundleID)
+        var folded = kept.catalog(bundleID) ?? KeptFolds.KeptCatalog(catalog: ProductCatalog(), version: 0, lastPosition: 0)
+        let userVersion = kept.kept(user: stream.rawValue)?.version ?? 0
+        let read = try await store.readStreams([(catalogStream, folded.version), (stream, userVersion)], upToPosition: .max)
+        var catalog = folded.catalog
+        for event in read[catalogStream.rawValue] ?? [] {
+            try catalog.apply(event)
+            folded = KeptFolds.KeptCatalog(catalog: catalog, version: event.streamVersion, lastPosition: event.position)
+        }
+        kept.keep(folded, app: bundleID)
+        // When another command took or moved the fold meanwhile, the tail does not follow it and
+        // the fold reads the stream itself.
+        let tail = Tail(afterVersion: userVersion, events: read[stream.rawValue] ?? [])
+        let state = try await fold(of: stream, upToPosition: .max, catalog: folded.catalog, keeping: false, tail: tail, tailRead: true)
+        return (folded.catalog, state)
+    }
+
     /// Keeps a state taken with `takeState` again.
     public func giveBack(_ state: UserLedger, of stream: StreamID) {
         kept?.putBack(state, user: stream.rawValue)
     }
 
     private func fold(
-        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool, tail: Tail? = nil
+        of stream: StreamID, upToPosition position: Int64, catalog: ProductCatalog, keeping: Bool, tail: Tail? = nil, tailRead: Bool = false
     ) async throws -> UserLedger {
         // Taken out, so that this read holds the only copy and moves it on in place.
         var taken = kept?.take(user: stream.rawValue)
@@ -95,6 +120,7 @@ public struct UserStreamReader<Store: EventStore>: Sendable {
         var read = 0
         if let tail, Self.follows(state.version, tail, upTo: position) {
             for event in tail.events { try state.gather(event) }
+            if tailRead { read = tail.events.count }
         } else {
             read = try await forEvents(of: stream, after: state.version, upToPosition: position) { event in try state.gather(event) }
         }

@@ -37,7 +37,7 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         guard !rawValue.isEmpty, rawValue.utf8.count <= 512 else {
             throw .invalidDeduplicationKey("it must have 1 to 512 bytes")
         }
-        guard !rawValue.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !rawValue.unicodeScalars.contains(where: \.isControlCharacter) else {
             throw .invalidDeduplicationKey("it must not contain control characters")
         }
         self.rawValue = rawValue
@@ -94,4 +94,12 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { rawValue }
+}
+
+extension Unicode.Scalar {
+    /// A control character (general category Cc: U+0000–U+001F and U+007F–U+009F), told by its
+    /// value rather than by looking up its Unicode properties.
+    public var isControlCharacter: Bool {
+        value < 0x20 || (0x7F...0x9F).contains(value)
+    }
 }

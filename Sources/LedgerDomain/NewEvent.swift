@@ -39,12 +39,28 @@ public struct NewEvent: Sendable, Hashable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601
         try self.init(
-            eventID: eventID,
-            type: type,
-            data: String(decoding: try encoder.encode(payload), as: UTF8.self),
+            encodedData: String(decoding: try encoder.encode(payload), as: UTF8.self),
             metadata: String(decoding: try encoder.encode(metadata), as: UTF8.self),
-            deduplicationKey: deduplicationKey
+            eventID: eventID, type: type, deduplicationKey: deduplicationKey
         )
+    }
+
+    /// An event whose payload and metadata a JSON encoder wrote, so valid JSON by construction:
+    /// only that each is an object is checked, and that it holds no NUL when its escape appears
+    /// (parsing the whole text again cost more than encoding it).
+    init(encodedData data: String, metadata: String, eventID: UUID, type: EventTypeName, deduplicationKey: DeduplicationKey?) throws(LedgerInputError) {
+        try Self.requireEncodedObject(data, field: "event data")
+        try Self.requireEncodedObject(metadata, field: "event metadata")
+        self.eventID = eventID
+        self.type = type
+        self.data = data
+        self.metadata = metadata
+        self.deduplicationKey = deduplicationKey
+    }
+
+    private static func requireEncodedObject(_ text: String, field: String) throws(LedgerInputError) {
+        guard text.utf8.first == UInt8(ascii: "{") else { throw .invalidJSON(field: field, reason: "it is JSON, but not an object") }
+        if text.contains("\\u0000") { try requireJSONObject(text, field: field) }
     }
 
     private static func requireJSONObject(_ text: String, field: String) throws(LedgerInputError) {

@@ -141,7 +141,7 @@ extension LedgerAPI {
         guard !value.isEmpty, value.utf8.count <= APILimits.identifierCharacters else {
             throw APIError.invalidRequest("\(field) must have 1 to \(APILimits.identifierCharacters) characters", field: field)
         }
-        guard !value.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        guard !value.unicodeScalars.contains(where: \.isControlCharacter) else {
             throw APIError.invalidRequest("\(field) must not contain control characters", field: field)
         }
         // A user's id names their stream, whose ids are printable without spaces.

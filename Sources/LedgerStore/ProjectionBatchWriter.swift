@@ -52,8 +52,6 @@ struct ProjectionBatchWriter: Sendable {
         var seen = Set<UserKey>()
         var batches: [UserKey: [RecordedEvent]] = [:]
         typealias Tail = UserStreamReader<PostgresEventStore>.Tail
-        // Read once per runner: the other projections following the same batch skip what one read.
-        let checked = folds?.checked ?? []
         for event in events {
             if case .catalog(let app) = StreamID.kind(of: event.streamID) {
                 let catalog = try await self.catalog(of: app, upTo: last)
@@ -63,18 +61,9 @@ struct ProjectionBatchWriter: Sendable {
                 continue
             }
             guard let user = UserKey(streamID: event.streamID) else { continue }
-            // Every user event must be one this code understands: stop rather than skip.
-            if !checked.contains(where: { $0.contains(event.position) }) {
-                do {
-                    _ = try UserEvent(type: event.type, data: event.data)
-                } catch {
-                    throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
-                }
-            }
             if seen.insert(user).inserted { users.append(user) }
             batches[user, default: []].append(event)
         }
-        if let first = events.first?.position, let last = events.last?.position { folds?.noteChecked(first...last) }
         var tails = batches.mapValues { Tail(batch: $0) }
         try await readMissing(users, into: &tails, upTo: last)
         var rows: [(UserKey, [AnyProjectionRow])] = []
@@ -96,13 +85,31 @@ struct ProjectionBatchWriter: Sendable {
                     state = try await reader.state(of: stream, upToPosition: last, catalog: catalog, tail: tails[user])
                 }
             } catch let error as UnknownEventType {
-                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+                throw Self.unreadable(in: events, of: user) ?? ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
             } catch let error as DecodingError {
-                throw ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+                throw Self.unreadable(in: events, of: user) ?? ProjectionFailure(message: "cannot fold user \(user.app)/\(user.user): \(error)", position: last)
+            } catch {
+                // Any other failure of the fold: an event of the user's this code cannot read says where.
+                if !(error is CancellationError), let failure = Self.unreadable(in: events, of: user) { throw failure }
+                throw error
             }
             rows.append((user, projection.anyRows(app: user.app, user: user.user, state: state, catalog: catalog)))
         }
         return rows
+    }
+
+    /// The first of the user's events in the batch that this code cannot read, as the failure that
+    /// stops the projection there: every user event must be one it understands, never skipped.
+    /// Looked for only once a fold has failed, since every fold reads each of its events anyway.
+    static func unreadable(in events: [RecordedEvent], of user: UserKey) -> ProjectionFailure? {
+        for event in events where UserKey(streamID: event.streamID) == user {
+            do {
+                _ = try UserEvent(type: event.type, data: event.data)
+            } catch {
+                return ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
+            }
+        }
+        return nil
     }
 
     /// Reads, in one statement, the events the batch lacks to fold its users: for each user
@@ -199,15 +206,7 @@ struct ProjectionBatchWriter: Sendable {
             }
             return
         }
-        let known = written.rows(in: name, through: checkpoint.from)
-        // Compared typed; only what is written is written out as text.
-        let changes = rows.map { user, rows in
-            if let before = known?[user], let added = Self.added(to: before, giving: rows) {
-                UserRows(user: user, rows: projection.columnValues(of: added), replacing: false)
-            } else {
-                UserRows(user: user, rows: projection.columnValues(of: rows), replacing: true)
-            }
-        }
+        let changes = self.changes(rows, of: projection, in: name, through: checkpoint.from)
         let chunks = Self.chunks(changes, rowsPerTransaction: rowsPerTransaction)
         do {
             for (index, chunk) in chunks.enumerated() {
@@ -218,6 +217,96 @@ struct ProjectionBatchWriter: Sendable {
             throw error
         }
         written.remember(rows, in: name, from: checkpoint.from, to: checkpoint.to)
+    }
+
+    /// What a batch writes to `table` of each user, given the user's rows now: the rows they
+    /// gained when this writer knows the table as of `checkpoint` and they lost none, else all of
+    /// them, replacing theirs. Compared typed; only what is written is written out as text.
+    private func changes(
+        _ rows: [(UserKey, [AnyProjectionRow])], of projection: any UserProjection.Type, in table: String, through checkpoint: Int64
+    ) -> [UserRows] {
+        let known = written.rows(in: table, through: checkpoint)
+        return rows.map { user, rows in
+            if let before = known?[user], let added = Self.added(to: before, giving: rows) {
+                UserRows(user: user, rows: projection.columnValues(of: added), replacing: false)
+            } else {
+                UserRows(user: user, rows: projection.columnValues(of: rows), replacing: true)
+            }
+        }
+    }
+
+    /// One projection's part of a batch written together with the others' (`write(together:upTo:)`):
+    /// its rows of the batch's users, and the checkpoint the batch moves on from.
+    struct TableWrite {
+        let projection: any UserProjection.Type
+        let rows: [(UserKey, [AnyProjectionRow])]
+        let from: Int64
+    }
+
+    /// Writes several projections' rows of one batch, and moves each one's checkpoint from its
+    /// `from` to `last`, in one transaction: what the live projections of a runner do with every
+    /// batch. The checkpoints are checked, locked together, before any row is written, as `write`
+    /// checks one. When the rows pass `rowsPerTransaction` (a catalog change touching many users),
+    /// each projection is written on its own, in transactions of that size.
+    func write(together writes: [TableWrite], upTo last: Int64) async throws {
+        let changes = writes.map { self.changes($0.rows, of: $0.projection, in: $0.projection.tableName, through: $0.from) }
+        let rowCount = changes.reduce(0) { $0 + $1.reduce(0) { $0 + $1.rows.count } }
+        guard writes.count > 1, rowCount <= rowsPerTransaction else {
+            for write in writes {
+                try await self.write(write.rows, to: write.projection, table: write.projection.tableName, checkpoint: (write.from, last))
+            }
+            return
+        }
+        let names = writes.map { $0.projection.name.rawValue }
+        let versions = writes.map { $0.projection.version }
+        do {
+            try await client.withConnection { connection in
+                try await connection.transaction(logger: logger) { connection in
+                    // Locked in one order, so that nobody locking several of them can deadlock with this.
+                    let current = try await connection.query(
+                        """
+                        SELECT p.name, p.version, p.position, p.status
+                        FROM ledger.projections p JOIN unnest(\(names)::text[], \(versions)::int[]) AS u(name, version)
+                          ON p.name = u.name AND p.version = u.version
+                        ORDER BY p.name, p.version FOR UPDATE OF p
+                        """,
+                        logger: logger
+                    ).collect()
+                    var found: [String: (position: Int64, status: String)] = [:]
+                    for row in current {
+                        let (name, version, position, status) = try row.decode((String, Int, Int64, String).self)
+                        found["\(name) \(version)"] = (position, status)
+                    }
+                    // As in `write`: only from the checkpoints this runner read, only while followed.
+                    for write in writes {
+                        let now = found["\(write.projection.name.rawValue) \(write.projection.version)"]
+                        guard let now, now.position == write.from,
+                              [ProjectionState.live, .building].contains(ProjectionState(rawValue: now.status)) else {
+                            throw CheckpointMoved(projection: write.projection.tableName)
+                        }
+                    }
+                    for (write, rows) in zip(writes, changes) {
+                        try await writeRows(rows, of: write.projection, in: write.projection.tableName, on: connection)
+                    }
+                    statistics.note(rows: rowCount, users: changes.map(\.count).max() ?? 0)
+                    // Forward only, as in `write`.
+                    try await connection.query(
+                        """
+                        UPDATE ledger.projections p SET position = \(last), updated_at = now()
+                        FROM unnest(\(names)::text[], \(versions)::int[]) AS u(name, version)
+                        WHERE p.name = u.name AND p.version = u.version AND p.position < \(last)
+                        """,
+                        logger: logger
+                    )
+                }
+            }
+        } catch {
+            for write in writes { written.forget(table: write.projection.tableName) }
+            throw error
+        }
+        for write in writes {
+            written.remember(write.rows, in: write.projection.tableName, from: write.from, to: last)
+        }
     }
 
     /// What a user's rows gained, when they lost none (as multisets); nil when some went.

@@ -10,14 +10,14 @@ import Synchronization
 
 /// Keeps every projection's tables up to date with the log.
 ///
-/// Each projection version follows the log on its own through the gap-safe follower. For a batch
-/// of events it recomputes the rows of every user the batch touched (from the user's stream up to
-/// the batch's last position) and replaces them, and moves its checkpoint, in one transaction: a
-/// crash at any moment resumes to exactly the rows a rebuild gives. A deterministic error (an
-/// event it cannot decode, a fold that fails, rows the database refuses) stops that projection
-/// with the reason and the position (see `ledger.projections`); the others keep going, and a lost
-/// database is retried within seconds. A new version builds beside the live one and takes over,
-/// atomically, once it has caught up.
+/// The live projection versions follow the log together through the gap-safe follower: each
+/// batch of events is read once, every user it touched is folded once (up to the batch's last
+/// position), and every live table's rows of those users and every live checkpoint are written
+/// in one transaction: a crash at any moment resumes to exactly the rows a rebuild gives. A
+/// version being built follows on its own, beside the live one, and takes over, atomically, once
+/// it has caught up. A deterministic error (an event it cannot decode, a fold that fails, rows the
+/// database refuses) stops the projection at fault with the reason and the position (see
+/// `ledger.projections`); the others keep going, and a lost database is retried within seconds.
 public struct ProjectionRunner: Service {
     let client: DatabasePool
     let store: PostgresEventStore
@@ -67,14 +67,129 @@ public struct ProjectionRunner: Service {
         // Another server may have led meanwhile, and written rows this one's writer remembers.
         batches.written.forgetAll()
         try await cancelWhenGracefulShutdown {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for projection in projections {
-                    group.addTask { await runProjection(projection) }
-                }
-                try await group.waitForAll()
-            }
+            await runTogether(projections)
         }
         if !Task.isCancelled { try? await gracefulShutdown() }
+    }
+
+    /// Follows the log for the versions of `projections` that are live, together (one read of
+    /// each batch, one fold of each touched user, one transaction for all their rows and
+    /// checkpoints), and for each other version that is followed (one being built, or one that
+    /// failed before and is tried again) on its own, until cancelled.
+    ///
+    /// A batch that fails together with an error that is not transient is not charged to any of
+    /// them: from then on each live version follows on its own (`runProjection`), so that only the
+    /// one at fault stops, with its reason, and the others keep going.
+    func runTogether(_ projections: [any UserProjection.Type]) async {
+        var logger = logger
+        logger[metadataKey: "ledger.projection"] = "live versions"
+        let metrics = Dictionary(uniqueKeysWithValues: projections.map { ($0.tableName, ProjectionMetrics($0, database: metricsDatabase)) })
+        await withTaskGroup(of: Void.self) { group in
+            // Versions not followed together: each on its own task, or not at all (retired).
+            var apart = Set<String>()
+            var delay = Self.firstRetryDelay
+            let attempts = Attempts(pool: client)
+            var members: [Member] = []
+            while !Task.isCancelled {
+                attempts.begin()
+                do {
+                    if !attempts.retriedEarlierFailure {
+                        for projection in projections { try await retryEarlierFailure(of: projection, logger: logger) }
+                        attempts.retriedEarlierFailure = true
+                    }
+                    members = []
+                    for projection in projections where !apart.contains(projection.tableName) {
+                        let (checkpoint, state) = try await register(projection)
+                        switch state {
+                        case .live:
+                            members.append(Member(projection: projection, checkpoint: checkpoint))
+                        case .building:
+                            apart.insert(projection.tableName)
+                            group.addTask { await runProjection(projection) }
+                        case .failed, .retired:
+                            apart.insert(projection.tableName)
+                            logger.warning("projection version not followed", metadata: [
+                                "ledger.projection": "\(projection.tableName)", "ledger.status": "\(state)",
+                                "ledger.hint": "see `ledger projections status`",
+                            ])
+                            metrics[projection.tableName]?.recordFailed(state == .failed)
+                        }
+                    }
+                    guard !members.isEmpty else { break }
+                    try await untilAbandoned { [members, logger] in
+                        try await followTogether(members, attempts: attempts, metrics: metrics, logger: logger)
+                    } abandonWhen: {
+                        await attempts.waitUntilStranded()
+                    }
+                    break
+                } catch where Task.isCancelled || error is CancellationError {
+                    break
+                } catch {
+                    if let failure = ProjectionFailure.judging(error, batch: attempts.batch) {
+                        logger.warning("a batch of the live projections failed; each follows on its own now, so that only the one at fault stops", metadata: [
+                            "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
+                        ])
+                        for member in members where apart.insert(member.projection.tableName).inserted {
+                            group.addTask { await runProjection(member.projection) }
+                        }
+                        break
+                    }
+                    if attempts.progressed { delay = Self.firstRetryDelay }
+                    logger.warning("projections interrupted, retrying from their checkpoints", metadata: [
+                        "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
+                    ])
+                    try? await Task.sleep(for: delay)
+                    delay = min(delay * 2, Self.longestRetryDelay)
+                }
+            }
+            await group.waitForAll()
+        }
+    }
+
+    /// A live version followed together with the others, from its checkpoint.
+    struct Member: Sendable {
+        let projection: any UserProjection.Type
+        let checkpoint: Int64
+    }
+
+    /// One attempt at following the log for the live versions together, each from its checkpoint
+    /// (the read starts at the earliest; a version further on skips what it has applied).
+    private func followTogether(
+        _ members: [Member], attempts: Attempts, metrics: [String: ProjectionMetrics], logger: Logger
+    ) async throws {
+        var checkpoints = members.map(\.checkpoint)
+        let head = try await store.headPosition()
+        for member in members {
+            metrics[member.projection.tableName]?.recordFailed(false)
+            metrics[member.projection.tableName]?.record(position: member.checkpoint, head: head)
+        }
+        attempts.beat()
+        let follower = LogFollower(
+            store: store, listenConfiguration: listenConfiguration, pollInterval: pollInterval,
+            batchSize: batchSize, logger: logger
+        )
+        try await follower.follow(after: checkpoints.min() ?? 0, whenCaughtUp: { reached in
+            // Everything visible is applied: no lag.
+            for member in members { metrics[member.projection.tableName]?.record(position: reached, head: reached) }
+            attempts.beat()
+        }) { events in
+            guard let first = events.first?.position, let last = events.last?.position else { return }
+            attempts.batch = first...last
+            var writes: [ProjectionBatchWriter.TableWrite] = []
+            for (member, checkpoint) in zip(members, checkpoints) where checkpoint < last {
+                let unapplied = checkpoint < first ? events : events.filter { $0.position > checkpoint }
+                writes.append(.init(projection: member.projection, rows: try await batches.rows(for: unapplied, member.projection, upTo: last), from: checkpoint))
+            }
+            try await batches.write(together: writes, upTo: last)
+            checkpoints = checkpoints.map { max($0, last) }
+            attempts.batch = nil
+            attempts.beat(progressed: true)
+            if events.count == batchSize {
+                // Catching up: one cheap max(position) per full batch measures the distance.
+                let head = try await store.headPosition()
+                for member in members { metrics[member.projection.tableName]?.record(position: last, head: head) }
+            }
+        }
     }
 
     /// The pause after the first transient error; it doubles after each further one, up to

@@ -27,8 +27,6 @@ final class SharedFolds: Sendable {
         var folds = 0
         var shared = 0
         var readTogether = (statements: 0, streams: 0, events: 0)
-        /// Stretches of the log whose user events were all read without error, newest last.
-        var checked: [ClosedRange<Int64>] = []
     }
 
     private let state = Mutex(State())
@@ -107,19 +105,6 @@ final class SharedFolds: Sendable {
                 if state.catalogs[key] == task { state.catalogs[key] = nil }
             }
             throw error
-        }
-    }
-
-    /// Stretches of the log (from a batch's first event to its last) whose user events a projection
-    /// of this runner has read without error: the others following the same batches need not read
-    /// them again (an event's JSON is the same for every projection).
-    var checked: [ClosedRange<Int64>] { state.withLock { $0.checked } }
-
-    func noteChecked(_ stretch: ClosedRange<Int64>) {
-        state.withLock { state in
-            guard !state.checked.contains(where: { $0.lowerBound <= stretch.lowerBound && stretch.upperBound <= $0.upperBound }) else { return }
-            state.checked.append(stretch)
-            if state.checked.count > positionsKept { state.checked.removeFirst(state.checked.count - positionsKept) }
         }
     }
 

@@ -43,7 +43,9 @@ import Testing
                 }
                 let eaters = ["eater-0", "eater-1"]
                 var coins: [(user: String, transactionId: String, receipt: String)] = []
-                for user in eaters { for _ in 0..<5 { let b = try await served.buy(user, quantity: 10); coins.append((user, b.transactionId, b.receipt)) } }
+                // 60 coins each: as many as an eater ever consumes (at most 60 times, one each), so
+                // that however fast the load runs between kills, no consumption meets an empty balance.
+                for user in eaters { for _ in 0..<6 { let b = try await served.buy(user, quantity: 10); coins.append((user, b.transactionId, b.receipt)) } }
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-kill-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }

@@ -55,6 +55,39 @@ struct ChangeFeedTests {
         }
     }
 
+    @Test("an app's shared secret is read once and kept; set again in another session, the next verification reads the new one")
+    func sharedSecretsAreKeptUntilTheAppChanges() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            try await Self.withFeed(client, settings) { feed in
+                let sealer = try SecretSealer(key: SecretSealer.generateKey(), origin: "this test")
+                let server = AppRegistry(client: client, logger: Self.logger, secrets: sealer, acceptedKeys: feed.keys)
+                let elsewhere = AppRegistry(client: client, logger: Self.logger, secrets: sealer)
+                try await elsewhere.addApp("com.example.secret", sharedSecret: "one")
+                try await elsewhere.addApp("com.example.none", sharedSecret: nil)
+                #expect(try await server.sharedSecret(of: "com.example.secret") == "one")
+                #expect(try await server.sharedSecret(of: "com.example.none") == nil)
+
+                // Kept: shown by changing the row behind the feed's back, which only memory does not see.
+                try await TestDatabase.withOwnerConnection(of: client) { owner in
+                    try await owner.query("ALTER TABLE ledger.apps DISABLE TRIGGER apps_changed_announced", logger: Self.logger)
+                    try await owner.query(
+                        "UPDATE ledger.apps SET shared_secret = 'two', shared_secret_sealed = NULL, shared_secret_key_id = NULL WHERE bundle_id IN ('com.example.secret', 'com.example.none')",
+                        logger: Self.logger
+                    )
+                    try await owner.query("ALTER TABLE ledger.apps ENABLE TRIGGER apps_changed_announced", logger: Self.logger)
+                }
+                #expect(try await server.sharedSecret(of: "com.example.secret") == "one")
+                #expect(try await server.sharedSecret(of: "com.example.none") == nil, "an app without a secret is kept as such")
+
+                // `ledger apps add` with a new secret, in another process: announced, every secret forgotten.
+                try await elsewhere.addApp("com.example.secret", sharedSecret: "three")
+                #expect(try await eventually(timeout: .seconds(30)) { try await server.sharedSecret(of: "com.example.secret") == "three" })
+                #expect(try await server.sharedSecret(of: "com.example.none") == "two")
+                await #expect(throws: AccessError.self) { try await server.sharedSecret(of: "com.example.unknown") }
+            }
+        }
+    }
+
     @Test("keys are kept only while the feed listens; a revocation announced while a check is in flight is not undone by it")
     func keysAreKeptOnlyWhileListening() throws {
         let keys = AcceptedKeys()

@@ -147,6 +147,66 @@ struct ProjectionRunnerTests {
         }
     }
 
+    @Test("live projections follow together: each batch is read once and written, every table and checkpoint, in one transaction")
+    func liveProjectionsWriteEachBatchTogether() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
+                                          batchSize: 25, pollInterval: .milliseconds(100), logger: TestDatabase.logger)
+            // Registered on the empty log: every first version is live at once.
+            try await runner.prepare()
+            let handler = try await Self.seed(client, users: 12)
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            #expect(try await Self.runUntilCaughtUp(runner, client, head: head))
+            for projection in Projections.all {
+                let expected = try await Self.expectedRows(projection, handler, users: 12)
+                let actual = try await Self.tableRows(projection, client)
+                #expect(actual == expected, "\(projection.name): missing \(Self.first(expected.subtracting(actual))), unexpected \(Self.first(actual.subtracting(expected)))")
+            }
+            // The log was written before the runner started: full batches of 25, each one
+            // transaction for the six tables, not one per table.
+            let batches = Int((head + 24) / 25)
+            #expect(runner.writes.current.transactions == batches, "\(runner.writes.current.transactions) transactions for \(batches) batches")
+        }
+    }
+
+    @Test("rows one live table refuses stop that projection only: the others, which followed with it, go on to the head")
+    func aRefusalAmongLiveProjectionsStopsOnlyTheOneAtFault() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let faulty = ConsumableBalancesProjection.self
+            let sound: [any UserProjection.Type] = [OwnershipProjection.self, AuditTrailProjection.self]
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
+                                          projections: [faulty] + sound, batchSize: 10, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            try await runner.prepare()
+            let handler = try await Self.seed(client, users: 6)
+            let head = try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition()
+            try await TestDatabase.withOwnerConnection(of: client) {
+                try await $0.query("ALTER TABLE ledger.\(unescaped: faulty.tableName) ADD CONSTRAINT refuse_u3 CHECK (user_id <> 'u3')", logger: TestDatabase.logger)
+            }
+            #expect(try await Self.runUntil(runner) {
+                let stopped = try await Self.checkpoint(faulty, client).1 == ProjectionState.failed.rawValue
+                var others = true
+                for projection in sound where try await Self.checkpoint(projection, client) != (head, "live", nil) { others = false }
+                return stopped && others
+            })
+            let (position, _, error) = try await Self.checkpoint(faulty, client)
+            #expect(error?.contains("refuse_u3") == true, "\(error ?? "")")
+            // Stopped at the batch holding u3's first rows, everything before it applied.
+            let stored = try await client.query(
+                """
+                SELECT p.error_position, (SELECT min(position) FROM ledger.events WHERE stream_id = \("user/\(Self.app)/u3"))
+                FROM ledger.projections p WHERE p.name = \(faulty.name)
+                """,
+                logger: TestDatabase.logger
+            ).collect()
+            let (errorPosition, firstOfU3) = try #require(try stored.first?.decode((Int64, Int64).self))
+            #expect(errorPosition == position + 1 && position < firstOfU3 && firstOfU3 < position + 1 + 10, "stopped at \(errorPosition), u3 starts at \(firstOfU3)")
+            for projection in sound {
+                let expected = try await Self.expectedRows(projection, handler, users: 6)
+                #expect(try await Self.tableRows(projection, client) == expected, "\(projection.name)")
+            }
+        }
+    }
+
     @Test("a runner stopped mid-way resumes to exactly the rows a clean rebuild gives")
     func resumeAfterStop() async throws {
         try await TestDatabase.withDatabase { client, settings in

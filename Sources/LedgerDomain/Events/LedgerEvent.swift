@@ -153,11 +153,8 @@ extension NewEvent {
         deduplicationKey: DeduplicationKey? = nil
     ) throws {
         try self.init(
-            eventID: eventID,
-            type: Event.typeName,
-            data: LedgerJSON.encode(event),
-            metadata: LedgerJSON.encode(metadata),
-            deduplicationKey: deduplicationKey
+            encodedData: LedgerJSON.encode(event), metadata: LedgerJSON.encode(metadata),
+            eventID: eventID, type: Event.typeName, deduplicationKey: deduplicationKey
         )
     }
 }

@@ -125,14 +125,23 @@ public struct AppRegistry: Sendable {
     /// The app's shared secret, nil when it has none; throws when the app is not registered, and
     /// `SecretError` when its sealed secret cannot be opened (never a wrong secret in its place).
     public func sharedSecret(of bundleID: String) async throws -> String? {
+        // Kept while changes of apps are listened for, forgotten at every one (`AcceptedKeys`).
+        if let kept = acceptedKeys?.secret(of: bundleID) { return kept }
+        let ticket = acceptedKeys?.ticket()
         let rows = try await client.query(
             "SELECT shared_secret, shared_secret_sealed, shared_secret_key_id FROM ledger.apps WHERE bundle_id = \(bundleID)",
             logger: logger
         )
         for try await (plaintext, sealed, keyID) in rows.decode((String?, Data?, String?).self) {
-            guard let sealed, let keyID else { return plaintext }
-            guard let secrets else { throw SecretError.noKey("the shared secret of \(bundleID) is sealed with key \(keyID)") }
-            return try secrets.open(sealed, sealedWith: keyID, app: bundleID)
+            let secret: String?
+            if let sealed, let keyID {
+                guard let secrets else { throw SecretError.noKey("the shared secret of \(bundleID) is sealed with key \(keyID)") }
+                secret = try secrets.open(sealed, sealedWith: keyID, app: bundleID)
+            } else {
+                secret = plaintext
+            }
+            if let ticket { acceptedKeys?.keep(secret: secret, of: bundleID, ticket: ticket) }
+            return secret
         }
         throw AccessError.unknownApp(bundleID)
     }

@@ -2,10 +2,12 @@ import Foundation
 import Synchronization
 
 /// API keys this server accepted, by the SHA-256 of their bearer token, so that a caller's next
-/// request is authenticated without a query.
+/// request is authenticated without a query; and the apps' shared secrets it read, so that a
+/// receipt's verification does not read the secret again.
 ///
 /// Only kept while `ChangeFeed` listens: every revocation (any change of `ledger.api_keys` but an
-/// insert) is announced to it, and it forgets them all at once. A key checked against the
+/// insert) and every change of an app (`ledger.apps`, migration 0017) is announced to it, and it
+/// forgets them all at once. A key checked against the
 /// database while a revocation arrives is not kept (`ticket`): the answer it was checked with may
 /// predate the revocation. When the feed stops listening (a lost connection), the keys are
 /// forgotten and every request asks the database again until it listens again.
@@ -17,6 +19,14 @@ public final class AcceptedKeys: Sendable {
         /// The last `api_keys` generation the feed saw.
         var generation: Int64 = 0
         var keys: [Data: APIKey] = [:]
+        /// Each app's shared secret as read (nil: the app has none).
+        var secrets: [String: String?] = [:]
+
+        mutating func forget() {
+            epoch &+= 1
+            keys.removeAll()
+            secrets.removeAll()
+        }
     }
 
     private let state = Mutex(State())
@@ -51,11 +61,26 @@ public final class AcceptedKeys: Sendable {
         }
     }
 
-    /// A key was revoked or removed (announced with `generation`): forget every kept key.
+    /// The app's shared secret, when it is kept: `.some(nil)` for an app known to have none.
+    func secret(of app: String) -> String?? {
+        state.withLock { $0.listening ? $0.secrets[app] : nil }
+    }
+
+    /// Keeps an app's shared secret as the database gave it, unless everything was forgotten
+    /// since `ticket` was taken.
+    func keep(secret: String?, of app: String, ticket: UInt64) {
+        state.withLock { state in
+            guard state.listening, state.epoch == ticket else { return }
+            if state.secrets.count >= capacity { state.secrets.removeAll(keepingCapacity: true) }
+            state.secrets[app] = .some(secret)
+        }
+    }
+
+    /// A key was revoked or removed, or an app changed (announced with `generation`): forget every
+    /// kept key and secret.
     func revoked(generation: Int64) {
         state.withLock { state in
-            state.epoch &+= 1
-            state.keys.removeAll()
+            state.forget()
             state.generation = max(state.generation, generation)
         }
     }
@@ -65,8 +90,7 @@ public final class AcceptedKeys: Sendable {
     func listening(generation: Int64) {
         state.withLock { state in
             if generation != state.generation {
-                state.epoch &+= 1
-                state.keys.removeAll()
+                state.forget()
                 state.generation = generation
             }
             state.listening = true
@@ -77,8 +101,7 @@ public final class AcceptedKeys: Sendable {
     func deaf() {
         state.withLock { state in
             state.listening = false
-            state.epoch &+= 1
-            state.keys.removeAll()
+            state.forget()
         }
     }
 }
