@@ -93,13 +93,15 @@ public struct ProjectionRunner: Service {
             while !Task.isCancelled {
                 attempts.begin()
                 do {
-                    if !attempts.retriedEarlierFailure {
-                        for projection in projections { try await retryEarlierFailure(of: projection, logger: logger) }
-                        attempts.retriedEarlierFailure = true
-                    }
+                    // Run apart, as the batches are (see `runProjection`): a statement left waiting
+                    // on a connection PostgreSQL dropped must not hold the runner, nor its shutdown.
+                    let registered = try await untilAbandoned({ [self, apart, logger] in
+                        try await register(projections.filter { !apart.contains($0.tableName) }, attempts: attempts, logger: logger)
+                    }, abandonWhen: {
+                        await attempts.waitUntilStranded()
+                    })
                     members = []
-                    for projection in projections where !apart.contains(projection.tableName) {
-                        let (checkpoint, state) = try await register(projection)
+                    for (projection, checkpoint, state) in registered.map({ ($0.projection, $0.checkpoint, $0.state) }) {
                         switch state {
                         case .live:
                             members.append(Member(projection: projection, checkpoint: checkpoint))
@@ -150,6 +152,27 @@ public struct ProjectionRunner: Service {
     struct Member: Sendable {
         let projection: any UserProjection.Type
         let checkpoint: Int64
+    }
+
+    /// A version's checkpoint and state, as registered.
+    struct Registered: Sendable {
+        let projection: any UserProjection.Type
+        let checkpoint: Int64
+        let state: ProjectionState
+    }
+
+    /// Registers each version (after trying again, once per run, those that failed before).
+    private func register(_ projections: [any UserProjection.Type], attempts: Attempts, logger: Logger) async throws -> [Registered] {
+        if !attempts.retriedEarlierFailure {
+            for projection in projections { try await retryEarlierFailure(of: projection, logger: logger) }
+            attempts.retriedEarlierFailure = true
+        }
+        var registered: [Registered] = []
+        for projection in projections {
+            let (checkpoint, state) = try await register(projection)
+            registered.append(Registered(projection: projection, checkpoint: checkpoint, state: state))
+        }
+        return registered
     }
 
     /// One attempt at following the log for the live versions together, each from its checkpoint
