@@ -221,13 +221,18 @@ public struct PostgresEventStore: EventStore {
     /// in one statement: the events of each stream in version order.
     public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
         guard !streams.isEmpty else { return [:] }
+        // One index range per stream (LATERAL, kept apart by its ORDER BY): as a plain join, a log of
+        // few long streams made PostgreSQL hash the whole table for every read (12 ms against 0.5 ms
+        // at 30,000 events).
         let events = try await Self.decode(client.query(
             """
-            SELECT \(unescaped: Self.columns)
-            FROM unnest(\(streams.map(\.stream.rawValue))::text[], \(streams.map(\.afterVersion))::bigint[]) AS wanted(wanted_stream, after_version)
-            JOIN ledger.events ON stream_id = wanted_stream AND stream_version > after_version
-            WHERE "position" <= \(position)
-            ORDER BY stream_id, stream_version
+            SELECT e.* FROM unnest(\(streams.map(\.stream.rawValue))::text[], \(streams.map(\.afterVersion))::bigint[]) AS wanted(wanted_stream, after_version)
+            CROSS JOIN LATERAL (
+                SELECT \(unescaped: Self.columns) FROM ledger.events
+                WHERE stream_id = wanted.wanted_stream AND stream_version > wanted.after_version AND "position" <= \(position)
+                ORDER BY stream_version
+            ) e
+            ORDER BY e.stream_id, e.stream_version
             """,
             logger: logger
         ))
