@@ -84,9 +84,13 @@ public struct ProjectionRunner: Service {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "live versions"
         let metrics = Dictionary(uniqueKeysWithValues: projections.map { ($0.tableName, ProjectionMetrics($0, database: metricsDatabase)) })
+        // Versions being built that went live, to be followed together from then on.
+        let joins = Joins()
         await withTaskGroup(of: Void.self) { group in
             // Versions not followed together: each on its own task, or not at all (retired).
             var apart = Set<String>()
+            // Versions not followed at all (failed or retired), or handed to their own task for good.
+            var given = Set<String>()
             var delay = Self.firstRetryDelay
             let attempts = Attempts(pool: client)
             var members: [Member] = []
@@ -107,9 +111,10 @@ public struct ProjectionRunner: Service {
                             members.append(Member(projection: projection, checkpoint: checkpoint))
                         case .building:
                             apart.insert(projection.tableName)
-                            group.addTask { await runProjection(projection) }
+                            group.addTask { await runProjection(projection) { await joins.add(projection.tableName) } }
                         case .failed, .retired:
                             apart.insert(projection.tableName)
+                            given.insert(projection.tableName)
                             logger.warning("projection version not followed", metadata: [
                                 "ledger.projection": "\(projection.tableName)", "ledger.status": "\(state)",
                                 "ledger.hint": "see `ledger projections status`",
@@ -117,13 +122,29 @@ public struct ProjectionRunner: Service {
                             metrics[projection.tableName]?.recordFailed(state == .failed)
                         }
                     }
-                    guard !members.isEmpty else { break }
-                    try await untilAbandoned { [members, logger] in
-                        try await followTogether(members, attempts: attempts, metrics: metrics, logger: logger)
-                    } abandonWhen: {
-                        await attempts.waitUntilStranded()
+                    let building = projections.filter { apart.contains($0.tableName) && !given.contains($0.tableName) }.count
+                    guard !members.isEmpty || building > 0 else { break }
+                    // Until a version being built goes live and joins: then this attempt ends (a batch
+                    // in flight rolls back) and the next one follows it too.
+                    let newcomer = try await withThrowingTaskGroup(of: String?.self) { attempt in
+                        if !members.isEmpty {
+                            attempt.addTask { [members, logger] in
+                                try await untilAbandoned { [members, logger] in
+                                    try await followTogether(members, attempts: attempts, metrics: metrics, logger: logger)
+                                } abandonWhen: {
+                                    await attempts.waitUntilStranded()
+                                }
+                                return nil
+                            }
+                        }
+                        attempt.addTask { await joins.next() }
+                        defer { attempt.cancelAll() }
+                        return try await attempt.next() ?? nil
                     }
-                    break
+                    guard let newcomer else { break }
+                    apart.remove(newcomer)
+                    logger.info("projection version live: followed together with the others from now on", metadata: ["ledger.version": "\(newcomer)"])
+                    continue
                 } catch where Task.isCancelled || error is CancellationError {
                     break
                 } catch {
@@ -132,6 +153,7 @@ public struct ProjectionRunner: Service {
                             "ledger.error": "\(failure.message)", "ledger.position": "\(failure.position.map(String.init) ?? "-")",
                         ])
                         for member in members where apart.insert(member.projection.tableName).inserted {
+                            given.insert(member.projection.tableName)
                             group.addTask { await runProjection(member.projection) }
                         }
                         break
@@ -145,6 +167,29 @@ public struct ProjectionRunner: Service {
                 }
             }
             await group.waitForAll()
+        }
+    }
+
+    /// A version being built went live (`runProjection`'s hand-over).
+    struct WentLive: Error {}
+
+    /// Versions being built that went live and wait to be followed together, in the order they did.
+    final class Joins: Sendable {
+        private let names = Mutex<[String]>([])
+        private let wakeUp = WakeUp()
+
+        func add(_ name: String) async {
+            names.withLock { $0.append(name) }
+            await wakeUp.signal()
+        }
+
+        /// The next version to join, once there is one; nil when cancelled.
+        func next() async -> String? {
+            while !Task.isCancelled {
+                if let name = names.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) { return name }
+                await wakeUp.wait(atMost: .seconds(1))
+            }
+            return nil
         }
     }
 
@@ -237,7 +282,10 @@ public struct ProjectionRunner: Service {
     /// the position (`ProjectionFailure.judging` says which errors are); a transient one, such as a
     /// lost database connection, is retried from the last checkpoint after a short pause. A version
     /// that failed before is tried once more when the runner starts: the cause may have been fixed.
-    func runProjection(_ projection: any UserProjection.Type) async {
+    ///
+    /// With `joinWhenLive`, a version being built stops following on its own once it has switched
+    /// over, and `joinWhenLive` is called: the live versions then follow it together with them.
+    func runProjection(_ projection: any UserProjection.Type, joinWhenLive: (@Sendable () async -> Void)? = nil) async {
         var logger = logger
         logger[metadataKey: "ledger.projection"] = "\(projection.tableName)"
         let metrics = ProjectionMetrics(projection, database: metricsDatabase)
@@ -250,10 +298,13 @@ public struct ProjectionRunner: Service {
                 // (see `untilAbandoned`) is given up once the pool has been renewed for a while
                 // and it has not moved since: the next attempt starts from the checkpoint.
                 try await untilAbandoned { [logger] in
-                    try await follow(projection, attempts: attempts, metrics: metrics, logger: logger)
+                    try await follow(projection, attempts: attempts, metrics: metrics, handOverWhenLive: joinWhenLive != nil, logger: logger)
                 } abandonWhen: {
                     await attempts.waitUntilStranded()
                 }
+                return
+            } catch is WentLive {
+                await joinWhenLive?()
                 return
             } catch where Task.isCancelled || error is CancellationError {
                 // Shutting down mid-batch: the batch's transaction did not commit; nothing failed.
@@ -279,7 +330,7 @@ public struct ProjectionRunner: Service {
 
     /// One attempt at following the log for `projection`, from its checkpoint.
     private func follow(
-        _ projection: any UserProjection.Type, attempts: Attempts, metrics: ProjectionMetrics, logger: Logger
+        _ projection: any UserProjection.Type, attempts: Attempts, metrics: ProjectionMetrics, handOverWhenLive: Bool = false, logger: Logger
     ) async throws {
         if !attempts.retriedEarlierFailure {
             try await retryEarlierFailure(of: projection, logger: logger)
@@ -305,7 +356,11 @@ public struct ProjectionRunner: Service {
         try await follower.follow(after: checkpoint, whenCaughtUp: { reached in
             // Everything visible is applied: no lag, and a building version can take over.
             metrics.record(position: reached, head: reached)
-            if !live { live = try await switchOverIfCaughtUp(projection) }
+            if !live {
+                live = try await switchOverIfCaughtUp(projection)
+                // Live now: followed from here with the other live versions.
+                if live && handOverWhenLive { throw WentLive() }
+            }
             attempts.beat()
         }) { events in
             attempts.batch = events.first.map { $0.position...(events.last?.position ?? $0.position) }

@@ -169,6 +169,36 @@ struct ProjectionRunnerTests {
         }
     }
 
+    @Test("versions built beside a log with history follow on their own until they go live, then together: one transaction per batch")
+    func builtVersionsJoinTheLiveOnesOnceLive() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = try await Self.seed(client, users: 6)
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration,
+                                          batchSize: 25, pollInterval: .milliseconds(50), logger: TestDatabase.logger)
+            // Registered on a log with history: every version builds, on its own, then switches over.
+            #expect(try await Self.runUntil(runner) {
+                let head = try await store.headPosition()
+                for projection in Projections.all where try await Self.checkpoint(projection, client) != (head, "live", nil) { return false }
+                // Then each later command is one batch, written in one transaction for all six.
+                let before = runner.writes.current.transactions
+                _ = try await handler.execute(app: Self.app, user: "u0") { state, catalog in
+                    (try UserDecisions.consume(productId: "coins", quantity: 1, deviceId: "phone", catalog: catalog, on: state), ())
+                }
+                let after = try await store.headPosition()
+                guard try await eventually(timeout: .seconds(30), {
+                    for projection in Projections.all where try await Self.checkpoint(projection, client).0 < after { return false }
+                    return true
+                }) else { return false }
+                return runner.writes.current.transactions - before == 1
+            })
+            for projection in Projections.all {
+                let expected = try await Self.expectedRows(projection, handler, users: 6)
+                #expect(try await Self.tableRows(projection, client) == expected, "\(projection.name)")
+            }
+        }
+    }
+
     @Test("rows one live table refuses stop that projection only: the others, which followed with it, go on to the head")
     func aRefusalAmongLiveProjectionsStopsOnlyTheOneAtFault() async throws {
         try await TestDatabase.withDatabase { client, settings in
