@@ -26,6 +26,8 @@ extension Bench {
         @Option(help: "Entitlement reads.") var reads = 20_000
         @Option(help: "Requests in flight.") var workers = 16
         @Option(help: "Events for the append baseline.") var appendEvents = 20_000
+        @Option(help: "Where the test users buy: sandbox (each receipt refused by production first, 21007, then verified by the sandbox, as Apple does) or production (one verification).")
+        var environment: BenchEnvironment = .sandbox
         @Flag(help: "Keep the scratch databases for inspection.") var keep = false
 
         func run() async throws {
@@ -35,7 +37,7 @@ extension Bench {
             guard receipts >= 1, reads >= 1, workers >= 1 else { throw CommandFailure(message: "--receipts, --reads and --workers must be at least 1") }
             let roles = try await options.databaseRoles(logger: logger)
             let scratch = try await roles.recreate(database: roles.runtime.database + "_httpbench", logger: logger)
-            Output.error("bench http: scratch database \(scratch.runtime.database); \(receipts) receipts, \(reads) reads, \(workers) workers")
+            Output.error("bench http: scratch database \(scratch.runtime.database); \(receipts) \(environment.rawValue) receipts, \(reads) reads, \(workers) workers")
 
             var configuration = HTTPClient.Configuration()
             configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = workers + 4
@@ -43,7 +45,7 @@ extension Bench {
             let simulatorForLedger = ServerPort()
             let simulatorForLoad = ServerPort()
             let ledgerPort = ServerPort()
-            let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) { port in
+            let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: environment.store), logger: logger) { port in
                 simulatorForLedger.report(port)
                 simulatorForLoad.report(port)
             }
@@ -91,7 +93,7 @@ extension Bench {
             func row(_ name: String, _ rate: Double, _ p50: Double, _ p99: Double, _ seconds: Double, _ failures: Int) -> String {
                 name.padding(toLength: 28, withPad: " ", startingAt: 0) + String(format: "%10.0f %9.2f %9.2f %9.2f %8d", rate, p50, p99, seconds, failures)
             }
-            Output.line("http workers=\(workers) receipts=\(ingest.requests) reads=\(read.requests); append events=\(appendEvents) batch=1")
+            Output.line("http workers=\(workers) receipts=\(ingest.requests) (\(environment.rawValue)) reads=\(read.requests); append events=\(appendEvents) batch=1")
             Output.line("                                per s    p50 ms    p99 ms   total s   errors")
             Output.line(row("POST receipts (ingest)", ingest.perSecond, ingest.p50, ingest.p99, ingest.seconds, ingest.failures))
             Output.line(row("GET entitlements", read.perSecond, read.p50, read.p99, read.seconds, read.failures))
@@ -111,4 +113,11 @@ actor LoadResults {
     func set(ingest: HTTPLoad.Measurement, read: HTTPLoad.Measurement, notifications: HTTPLoad.Measurement) {
         value = (ingest, read, notifications)
     }
+}
+
+/// The App Store environment `bench http`'s test users buy in.
+enum BenchEnvironment: String, ExpressibleByArgument, CaseIterable {
+    case sandbox, production
+
+    var store: StoreEnvironment { self == .sandbox ? .sandbox : .production }
 }
