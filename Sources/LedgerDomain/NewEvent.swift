@@ -20,11 +20,7 @@ public struct NewEvent: Sendable, Hashable {
     ) throws(LedgerInputError) {
         try Self.requireJSONObject(data, field: "event data")
         try Self.requireJSONObject(metadata, field: "event metadata")
-        self.eventID = eventID
-        self.type = type
-        self.data = data
-        self.metadata = metadata
-        self.deduplicationKey = deduplicationKey
+        self.init(checked: data, metadata: metadata, eventID: eventID, type: type, deduplicationKey: deduplicationKey)
     }
 
     /// Encodes a payload with stable key order and builds the event.
@@ -51,6 +47,11 @@ public struct NewEvent: Sendable, Hashable {
     init(encodedData data: String, metadata: String, eventID: UUID, type: EventTypeName, deduplicationKey: DeduplicationKey?) throws(LedgerInputError) {
         try Self.requireEncodedObject(data, field: "event data")
         try Self.requireEncodedObject(metadata, field: "event metadata")
+        self.init(checked: data, metadata: metadata, eventID: eventID, type: type, deduplicationKey: deduplicationKey)
+    }
+
+    /// An event whose payload and metadata have been checked.
+    private init(checked data: String, metadata: String, eventID: UUID, type: EventTypeName, deduplicationKey: DeduplicationKey?) {
         self.eventID = eventID
         self.type = type
         self.data = data

@@ -158,12 +158,8 @@ public struct ProjectionRunner: Service {
                         }
                         break
                     }
-                    if attempts.progressed { delay = Self.firstRetryDelay }
-                    logger.warning("projections interrupted, retrying from their checkpoints", metadata: [
-                        "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
-                    ])
-                    try? await Task.sleep(for: delay)
-                    delay = min(delay * 2, Self.longestRetryDelay)
+                    await Self.pause(after: error, delay: &delay, progressed: attempts.progressed,
+                                     "projections interrupted, retrying from their checkpoints", logger: logger)
                 }
             }
             await group.waitForAll()
@@ -266,6 +262,15 @@ public struct ProjectionRunner: Service {
     static let firstRetryDelay = Duration.milliseconds(250)
     static let longestRetryDelay = Duration.seconds(2)
 
+    /// Logs a transient error and waits `delay` before the next attempt (from the first delay
+    /// again when the attempt had applied something), doubling it for the one after.
+    static func pause(after error: any Error, delay: inout Duration, progressed: Bool, _ message: Logger.Message, logger: Logger) async {
+        if progressed { delay = firstRetryDelay }
+        logger.warning(message, metadata: ["ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)"])
+        try? await Task.sleep(for: delay)
+        delay = min(delay * 2, longestRetryDelay)
+    }
+
     /// The pauses before each retry, for `failures` transient errors in a row.
     static func retryDelays(_ failures: Int) -> [Duration] {
         var delays: [Duration] = []
@@ -318,12 +323,8 @@ public struct ProjectionRunner: Service {
                     await markFailed(projection, failure, logger: logger)
                     return
                 }
-                if attempts.progressed { delay = Self.firstRetryDelay }
-                logger.warning("projection interrupted, retrying from its checkpoint", metadata: [
-                    "ledger.error": "\(String(reflecting: error))", "ledger.retry_in": "\(delay)",
-                ])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, Self.longestRetryDelay)
+                await Self.pause(after: error, delay: &delay, progressed: attempts.progressed,
+                                 "projection interrupted, retrying from its checkpoint", logger: logger)
             }
         }
     }
