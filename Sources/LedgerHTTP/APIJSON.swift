@@ -3,6 +3,22 @@ import Hummingbird
 import LedgerDomain
 import NIOCore
 
+/// An optional field of an answer that is written as null when absent, so that every answer of
+/// a route has the same keys (Swift's synthesized encoding leaves absent optionals out).
+@propertyWrapper
+struct NullWhenAbsent<Value: Encodable & Sendable>: Encodable, Sendable {
+    var wrappedValue: Value?
+
+    init(wrappedValue: Value?) {
+        self.wrappedValue = wrappedValue
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        if let wrappedValue { try container.encode(wrappedValue) } else { try container.encodeNil() }
+    }
+}
+
 /// JSON as the API writes and reads it: camelCase keys, ISO 8601 UTC times, decimal text for money.
 public enum APIJSON {
     static func makeEncoder() -> JSONEncoder {

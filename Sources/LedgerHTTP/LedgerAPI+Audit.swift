@@ -123,18 +123,8 @@ extension LedgerAPI {
             let keyId: String
             let app: String
             let scopes: [String]
-            let name: String?
-
-            /// `name` is written as null when the key has none, so every answer has the same keys.
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(keyId, forKey: .keyId)
-                try container.encode(app, forKey: .app)
-                try container.encode(scopes, forKey: .scopes)
-                try container.encode(name, forKey: .name)
-            }
-
-            enum CodingKeys: String, CodingKey { case keyId, app, scopes, name }
+            /// Null when the key has none.
+            @NullWhenAbsent var name: String?
         }
         return try APIJSON.response(Answer(keyId: key.keyId, app: key.app, scopes: key.scopes.map(\.rawValue).sorted(), name: key.name))
     }

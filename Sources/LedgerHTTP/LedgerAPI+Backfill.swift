@@ -77,7 +77,7 @@ extension LedgerAPI {
             throw BackfillError(message: "the App Store's history of \(transactionId) in \(used.rawValue) lists no transaction; nothing was recorded")
         }
         let signed = transactions.map(\.fields)
-        let text = try LedgerJSON.encode(signed.map { $0 })
+        let text = try LedgerJSON.encode(signed)
         let joined = text + "\n" + transactionId
         let document = ReceiptArchive.Document(
             app: app, receiptHash: AppStoreReceiptVerifier.sha256Hex(joined), receiptData: joined,

@@ -15,58 +15,35 @@ extension LedgerAPI {
     func consumptionRequests(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let (app, context) = try await authorizedApp(request, context, scope: .read)
         let user = try Self.parameter("userId", context)
-        let outcome = try await handler.execute(app: app, user: user, metadata: Self.metadata(context)) { _, _ in ([], ()) }
-        let state = outcome.state
+        let state = try await handler.reader.state(app: app, user: user)
         guard state.version > 0 else { throw APIError.unknownUser(user) }
 
         struct Amount: Encodable { let currency: String; let amount: String }
         struct Account: Encodable {
             let environment: String
-            let firstPaymentAt: Date?
+            /// Null when the account has paid nothing yet in this environment (the schema requires the key).
+            @NullWhenAbsent var firstPaymentAt: Date?
             let purchased: [Amount]
             let refunded: [Amount]
         }
+        /// Absent values are written as null, so every item has the same keys.
         struct Item: Encodable {
             let notificationUUID: String
             let signedDate: Date
             let position: Int64
-            let reason: String?
-            let transactionId: String?
-            let originalTransactionId: String?
-            let productId: String?
-            let productType: String?
-            let environment: String?
+            @NullWhenAbsent var reason: String?
+            @NullWhenAbsent var transactionId: String?
+            @NullWhenAbsent var originalTransactionId: String?
+            @NullWhenAbsent var productId: String?
+            @NullWhenAbsent var productType: String?
+            @NullWhenAbsent var environment: String?
             /// Units of the product the user bought (live purchases) and used, in all.
-            let unitsPurchased: Int?
-            let unitsConsumed: Int?
+            @NullWhenAbsent var unitsPurchased: Int?
+            @NullWhenAbsent var unitsConsumed: Int?
             let delivered: Bool
             let finished: Bool
             let refunded: Bool
-            let account: Account?
-
-            func encode(to encoder: any Encoder) throws {
-                var container = encoder.container(keyedBy: CodingKeys.self)
-                try container.encode(notificationUUID, forKey: .notificationUUID)
-                try container.encode(signedDate, forKey: .signedDate)
-                try container.encode(position, forKey: .position)
-                try container.encode(reason, forKey: .reason)
-                try container.encode(transactionId, forKey: .transactionId)
-                try container.encode(originalTransactionId, forKey: .originalTransactionId)
-                try container.encode(productId, forKey: .productId)
-                try container.encode(productType, forKey: .productType)
-                try container.encode(environment, forKey: .environment)
-                try container.encode(unitsPurchased, forKey: .unitsPurchased)
-                try container.encode(unitsConsumed, forKey: .unitsConsumed)
-                try container.encode(delivered, forKey: .delivered)
-                try container.encode(finished, forKey: .finished)
-                try container.encode(refunded, forKey: .refunded)
-                try container.encode(account, forKey: .account)
-            }
-
-            enum CodingKeys: String, CodingKey {
-                case notificationUUID, signedDate, position, reason, transactionId, originalTransactionId, productId, productType, environment
-                case unitsPurchased, unitsConsumed, delivered, finished, refunded, account
-            }
+            @NullWhenAbsent var account: Account?
         }
         struct Answer: Encodable { let userId: String; let position: Int64; let requests: [Item] }
 
@@ -107,7 +84,7 @@ extension LedgerAPI {
                 account: transaction.map { account($0.environment) }
             )
         }
-        let position = try await position(of: outcome, app: app, user: user)
-        return try APIJSON.response(Answer(userId: user, position: position, requests: items))
+        // The position of the user's latest event: what the answer is as of.
+        return try APIJSON.response(Answer(userId: user, position: state.lastPosition, requests: items))
     }
 }

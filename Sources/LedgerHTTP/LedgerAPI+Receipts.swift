@@ -15,26 +15,16 @@ extension LedgerAPI {
         let currency: String?
     }
 
+    /// Absent ids are written as null, so every item has the same keys.
     struct RecordedItem: Encodable, Sendable {
-        let transactionId: String?
-        let productId: String?
+        @NullWhenAbsent var transactionId: String?
+        @NullWhenAbsent var productId: String?
         /// What the fold makes of the recorded fact now: purchase, renewal, upgrade, crossgrade,
         /// restore (a new observation); refund, expiry_report, update (a changed one); receipt,
         /// history (a fetch from the App Store Server API), notification, renewal_info; and for other commands device, finish, failure, consumption, revocation,
         /// subscription_restore.
         let kind: String
         let position: Int64
-
-        /// Absent ids are written as null, so every item has the same keys.
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(transactionId, forKey: .transactionId)
-            try container.encode(productId, forKey: .productId)
-            try container.encode(kind, forKey: .kind)
-            try container.encode(position, forKey: .position)
-        }
-
-        enum CodingKeys: String, CodingKey { case transactionId, productId, kind, position }
     }
 
     struct DuplicateItem: Encodable, Sendable {

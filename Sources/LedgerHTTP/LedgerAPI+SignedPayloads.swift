@@ -50,29 +50,15 @@ extension LedgerAPI {
     struct NotificationAnswer: Encodable, Sendable {
         let notificationUUID: String
         let notificationType: String
-        let subtype: String?
+        @NullWhenAbsent var subtype: String?
         let environment: String
         /// recorded: on the user's stream; waiting: on the app's notifications stream until its
         /// user appears; duplicate: recorded before (Apple's retry), nothing new.
         let outcome: String
         /// The user it was recorded for; nil while it waits.
-        let userId: String?
+        @NullWhenAbsent var userId: String?
         let position: Int64
         let recorded: [RecordedItem]
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(notificationUUID, forKey: .notificationUUID)
-            try container.encode(notificationType, forKey: .notificationType)
-            try container.encode(subtype, forKey: .subtype)
-            try container.encode(environment, forKey: .environment)
-            try container.encode(outcome, forKey: .outcome)
-            try container.encode(userId, forKey: .userId)
-            try container.encode(position, forKey: .position)
-            try container.encode(recorded, forKey: .recorded)
-        }
-
-        enum CodingKeys: String, CodingKey { case notificationUUID, notificationType, subtype, environment, outcome, userId, position, recorded }
     }
 
     /// `POST /v1/apps/{bundleId}/notifications`: Apple's App Store Server Notifications V2
