@@ -3,6 +3,7 @@
 # on loopback, with p50/p99, against the simulator; then `bench append` at the same concurrency,
 # batch 1, and the ratio (see `ledger bench http --help`). Release build.
 #   bash Benchmarks/http.sh            # uses the managed local PostgreSQL or $LEDGER_DATABASE_URL
+#   bash Benchmarks/http.sh --apart    # the server and the simulator as processes of their own: CPU per request of each
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product ledger >/dev/null

@@ -4,37 +4,52 @@ import LedgerStore
 import NIOCore
 import Synchronization
 
-/// `ledger serve` run as a child process of a benchmark, on a free loopback port, its log in a
-/// file: the server measured apart from whatever loads it.
+/// A server of this very executable (`ledger serve`, `ledger appstore-sim`) run as a child process
+/// of a benchmark, on a free loopback port, its log in a file: measured apart from whatever loads it.
 struct ChildServer {
     let process: SpawnedProcess
+    let port: Int
     let base: String
     let log: URL
 
-    /// Starts this very executable as `ledger serve` on `database` and waits until it listens.
-    static func start(database: DatabaseRoles, logLevel: String, log: URL, environment extra: [String: String] = [:]) async throws -> ChildServer {
+    /// Starts `ledger serve` on `database` and waits until it listens.
+    static func start(database: DatabaseRoles, logLevel: String, log: URL, environment extra: [String: String?] = [:]) async throws -> ChildServer {
         let port = try freeLoopbackPort()
-        var environment = ProcessInfo.processInfo.environment
+        var environment: [String: String?] = extra
         environment["LEDGER_DATABASE_URL"] = database.runtime.url(showingPassword: true)
-        environment["LEDGER_OWNER_DATABASE_URL"] = database.owner?.url(showingPassword: true)
-        environment.merge(extra) { $1 }
+        environment["LEDGER_OWNER_DATABASE_URL"] = .some(database.owner?.url(showingPassword: true))
+        return try await spawn("ledger serve", ["serve", "--port", "\(port)", "--log-level", logLevel], port: port, environment: environment, log: log)
+    }
+
+    /// Starts `ledger appstore-sim` as `environment`'s App Store and waits until it listens.
+    static func startSimulator(environment: String, logLevel: String, log: URL) async throws -> ChildServer {
+        let port = try freeLoopbackPort()
+        return try await spawn("ledger appstore-sim", ["appstore-sim", "--port", "\(port)", "--environment", environment, "--log-level", logLevel],
+                               port: port, environment: [:], log: log)
+    }
+
+    /// Runs this executable with `arguments` (which make it listen on `port`), this process's
+    /// environment with `extra` over it (a nil value unsets the variable), and waits until it answers HTTP.
+    private static func spawn(_ name: String, _ arguments: [String], port: Int, environment extra: [String: String?], log: URL) async throws -> ChildServer {
+        var environment = ProcessInfo.processInfo.environment
+        for (name, value) in extra { environment[name] = value }
         let program = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let process = try SpawnedProcess(program, ["serve", "--port", "\(port)", "--log-level", logLevel], environment: environment, output: log)
-        let server = ChildServer(process: process, base: "http://127.0.0.1:\(port)", log: log)
+        let process = try SpawnedProcess(program, arguments, environment: environment, output: log)
+        let server = ChildServer(process: process, port: port, base: "http://127.0.0.1:\(port)", log: log)
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if try await server.answersHealth() { return server }
             guard process.isRunning else {
                 let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-                throw CommandFailure(message: "ledger serve exited before it listened; its log (\(log.path)) ends:\n\(text.suffix(2_000))")
+                throw CommandFailure(message: "\(name) exited before it listened; its log (\(log.path)) ends:\n\(text.suffix(2_000))")
             }
             try await Task.sleep(for: .milliseconds(100))
         }
         server.stop()
-        throw CommandFailure(message: "ledger serve did not answer /health within 60 s; see \(log.path)")
+        throw CommandFailure(message: "\(name) did not answer HTTP within 60 s; see \(log.path)")
     }
 
-    /// Whether `GET /health` answers at all (any status: the server listens).
+    /// Whether `GET /health` answers at all (any status, 404 too: the server listens).
     func answersHealth() async throws -> Bool {
         let request = HTTPClientRequest(url: base + "/health")
         guard let response = try? await HTTPClient.shared.execute(request, timeout: .seconds(2)) else { return false }

@@ -23,6 +23,8 @@ struct HTTPLoadService: Service {
     let receipts: Int
     let reads: Int
     let workers: Int
+    /// Where the CPU of each timed phase went, when measured.
+    let cpu: CPUMeter?
     /// Signs the notifications of the notifications phase, as the simulator signs its own.
     let signer: SimulatorSignedPayloads
     let logger: Logger
@@ -79,7 +81,7 @@ struct HTTPLoadService: Service {
 
         _ = try await load.run(Array(ingests[..<warmUp]), workers: workers, expect: 200)
         Output.error("bench http: ingesting \(receipts) receipts")
-        let ingest = try await load.run(Array(ingests[warmUp..<(warmUp + receipts)]), workers: workers, expect: 200)
+        let ingest = try await metered { try await load.run(Array(ingests[warmUp..<(warmUp + receipts)]), workers: workers, expect: 200) }
 
         let last = try await load.json(ingests[total - 1])
         guard last.status == 200, let position = last.body["position"] as? Int else {
@@ -94,7 +96,7 @@ struct HTTPLoadService: Service {
         }
         _ = try await load.run(Array(gets.prefix(min(reads, 256))), workers: workers, expect: 200)
         Output.error("bench http: reading entitlements \(reads) times")
-        let read = try await load.run(gets, workers: workers, expect: 200)
+        let read = try await metered { try await load.run(gets, workers: workers, expect: 200) }
 
         // Apple refunds every timed user's purchase, and says so in a signed notification: each
         // records the notification and the transaction's changed fields (one append of two events).
@@ -111,8 +113,16 @@ struct HTTPLoadService: Service {
             return try HTTPLoad.request(.POST, "\(ledger)/v1/apps/\(app)/notifications", json: ["signedPayload": payload])
         }
         Output.error("bench http: posting \(receipts) notifications")
-        let notified = try await load.run(notifications, workers: workers, expect: 200)
+        let notified = try await metered { try await load.run(notifications, workers: workers, expect: 200) }
         await results.set(ingest: ingest, read: read, notifications: notified)
+    }
+
+    /// A timed phase, with the CPU each process used meanwhile when a meter is given.
+    private func metered(_ phase: () async throws -> HTTPLoad.Measurement) async throws -> HTTPLoad.Measurement {
+        guard let cpu else { return try await phase() }
+        var (measurement, use) = try await cpu.measure(phase)
+        measurement.cpu = use
+        return measurement
     }
 
     private func expect(_ status: Int, _ request: HTTPLoad.Request) async throws {

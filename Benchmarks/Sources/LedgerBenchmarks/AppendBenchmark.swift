@@ -33,6 +33,8 @@ public struct AppendBenchmark: Sendable {
         /// Latency of one append (one batch), in milliseconds.
         public let p50: Double
         public let p99: Double
+        /// The CPU each measured process used meanwhile (empty without a meter).
+        public var cpu: [CPUMeter.Use] = []
 
         public var eventsPerSecond: Double { Double(events) / seconds }
     }
@@ -51,7 +53,8 @@ public struct AppendBenchmark: Sendable {
         self.logger = logger
     }
 
-    public func run(_ options: Options) async throws -> Result {
+    /// Both sides, each with the CPU `cpu`'s processes used while it ran when a meter is given.
+    public func run(_ options: Options, cpu: CPUMeter? = nil) async throws -> Result {
         guard options.concurrency >= 1, options.streams >= 1, options.events >= 1, options.batch >= 1 else {
             throw StoreError.invalidInput("an append benchmark needs at least 1 writer, 1 stream, 1 event and 1 event per batch")
         }
@@ -59,7 +62,7 @@ public struct AppendBenchmark: Sendable {
         let work = Self.plan(options)
         let store = PostgresEventStore(client: client, logger: logger)
         try await warmUp(store, concurrency: options.concurrency)
-        let ledger = try await measure(work) { task in
+        let ledger = try await measure(work, cpu: cpu) { task in
             var versions: [Int: Int64] = [:]
             let shared = options.streams < options.concurrency
             return { batch in
@@ -78,7 +81,7 @@ public struct AppendBenchmark: Sendable {
                 if case .appended(_, let version)? = result.outcomes.last { versions[batch.stream] = version }
             }
         }
-        let baseline = try await measure(work) { _ in
+        let baseline = try await measure(work, cpu: cpu) { _ in
             { batch in try await self.insertBaseline(batch) }
         }
         return Result(ledger: ledger, baseline: baseline)
@@ -135,9 +138,10 @@ public struct AppendBenchmark: Sendable {
     }
 
     private func measure(
-        _ work: [[Batch]],
+        _ work: [[Batch]], cpu: CPUMeter?,
         makeWriter: @escaping @Sendable (Int) -> (Batch) async throws -> Void
     ) async throws -> Measurement {
+        let before = cpu?.sample()
         let clock = ContinuousClock()
         let start = clock.now
         let latencies = try await withThrowingTaskGroup(of: [Double].self) { group in
@@ -164,10 +168,12 @@ public struct AppendBenchmark: Sendable {
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? 0 : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
         }
-        return Measurement(
+        var measurement = Measurement(
             events: work.reduce(0) { $0 + $1.reduce(0) { $0 + $1.rows.count } },
             seconds: seconds, p50: percentile(0.5), p99: percentile(0.99)
         )
+        if let cpu, let before { measurement.cpu = cpu.sample().since(before, order: cpu.order) }
+        return measurement
     }
 
     /// Opens every connection and compiles the append function in each session, so neither side

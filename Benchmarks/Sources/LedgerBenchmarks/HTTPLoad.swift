@@ -26,6 +26,8 @@ public struct HTTPLoad: Sendable {
         /// Milliseconds.
         public let p50: Double
         public let p99: Double
+        /// The CPU each measured process used meanwhile (empty without a meter).
+        public var cpu: [CPUMeter.Use] = []
 
         public var perSecond: Double { Double(requests) / seconds }
     }

@@ -25,6 +25,11 @@ extension SecretSealer {
         }
     }
 
+    /// A new random key as `LEDGER_SECRET_KEY` and key files hold it (base64).
+    public static func generateKeyText() -> String {
+        generateKey().withUnsafeBytes { Data($0) }.base64EncodedString()
+    }
+
     /// The key in `file` (base64 text), refused when the file can be read by its group or others.
     public static func load(file: URL) throws(SecretError) -> SecretSealer {
         let origin = "the key file \(file.path)"
@@ -51,7 +56,7 @@ extension SecretSealer {
     /// Safe when several processes start at once: one file wins, and all read it.
     public static func loadOrCreate(file: URL) throws(SecretError) -> SecretSealer {
         if !FileManager.default.fileExists(atPath: file.path) {
-            let key = generateKey().withUnsafeBytes { Data($0) }.base64EncodedString() + "\n"
+            let key = generateKeyText() + "\n"
             do {
                 try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
                 _ = try PrivateFile.create(Data(key.utf8), at: file)
