@@ -13,7 +13,10 @@ extension Bench {
                 each, once for users with --long events each, with the same number of writers (at most one per \
                 user of the long run). After each, a fresh projection runner catches every projection up from \
                 nothing to the head, as `ledger serve` does on start. Prints events/s of both and the ratios \
-                long / short: 1.0 means a user's history length costs nothing.
+                long / short: 1.0 means a user's history length costs nothing. Also the writers' commands/s \
+                and events per command (each command one read, decision and append): a long history's later \
+                rounds append fewer events per command than a user's first round, so its events/s ratio \
+                is lower than its commands/s ratio.
                 """
         )
 
@@ -62,14 +65,16 @@ extension Bench {
             let (shortRun, longRun) = (runs[0], runs[1])
             func row(_ name: String, _ run: HistoryLengthBenchmark.Run) -> String {
                 name.padding(toLength: 22, withPad: " ", startingAt: 0)
-                    + String(format: "%7d %9d %12.0f %13.0f", run.users, run.events, run.seedRate, run.catchUpRate)
+                    + String(format: "%7d %9d %12.0f %13.0f %11.0f %10.2f", run.users, run.events, run.seedRate, run.catchUpRate,
+                             run.commandRate, Double(run.events) / Double(max(1, run.commands)))
             }
             Output.line("history length: \(events) events, \(settings.writers) writers")
-            Output.line("                         users    events  writes ev/s  catch-up ev/s")
+            Output.line("                         users    events  writes ev/s  catch-up ev/s  commands/s  ev/command")
             Output.line(row("\(short) events per user", shortRun))
             Output.line(row("\(long) events per user", longRun))
-            Output.line(String(format: "ratio (long / short): writes %.2f, catch-up %.2f",
-                               longRun.seedRate / shortRun.seedRate, longRun.catchUpRate / shortRun.catchUpRate))
+            Output.line(String(format: "ratio (long / short): writes %.2f, catch-up %.2f; commands %.2f (a long history's rounds append fewer events per command)",
+                               longRun.seedRate / shortRun.seedRate, longRun.catchUpRate / shortRun.catchUpRate,
+                               longRun.commandRate / shortRun.commandRate))
             Output.line(String(format: "users' events read to fold them, per event caught up: %.2f short, %.2f long",
                                Double(shortRun.catchUpEventsRead) / Double(shortRun.events), Double(longRun.catchUpEventsRead) / Double(longRun.events)))
         }

@@ -32,12 +32,15 @@ public struct HistoryLengthBenchmark: Sendable {
     public struct Run: Sendable {
         public let users: Int
         public let events: Int
+        /// Commands the writers ran (each reads, decides and appends once).
+        public let commands: Int
         public let seedSeconds: Double
         public let catchUpSeconds: Double
         /// Events the catch-up read from users' streams to fold them (besides the batches themselves).
         public var catchUpEventsRead = 0
 
         public var seedRate: Double { Double(events) / seedSeconds }
+        public var commandRate: Double { Double(commands) / seedSeconds }
         public var catchUpRate: Double { Double(events) / catchUpSeconds }
     }
 
@@ -63,7 +66,8 @@ public struct HistoryLengthBenchmark: Sendable {
         progress(.seeding(users: users, perUser: perUser))
         let store = PostgresEventStore(client: client, logger: logger)
         let seedStarted = ContinuousClock.now
-        let written = try await HistorySeeder(store: store, logger: logger).run(
+        let seeder = HistorySeeder(store: store, logger: logger)
+        let written = try await seeder.run(
             .init(apps: 1, users: users, events: options.events, concurrency: options.writers)
         ) { seeded in
             progress(.seeded(seeded.events, of: seeded.target))
@@ -80,7 +84,7 @@ public struct HistoryLengthBenchmark: Sendable {
             }
             group.cancelAll()
         }
-        var run = Run(users: users, events: written, seedSeconds: seedSeconds, catchUpSeconds: Self.seconds(since: catchUpStarted))
+        var run = Run(users: users, events: written, commands: seeder.commands, seedSeconds: seedSeconds, catchUpSeconds: Self.seconds(since: catchUpStarted))
         run.catchUpEventsRead = runner.folding.eventsRead
         return run
     }

@@ -1,5 +1,6 @@
 import AppStore
 import Foundation
+import Synchronization
 import LedgerApplication
 import LedgerDomain
 import LedgerStore
@@ -40,11 +41,16 @@ public struct HistorySeeder: Sendable {
 
     let handler: UserCommandHandler<PostgresEventStore>
     let logger: Logger
+    private let commandsRun = CommandTally()
 
     public init(store: PostgresEventStore, logger: Logger) {
         self.handler = UserCommandHandler(store: store, logger: logger)
         self.logger = logger
     }
+
+    /// Commands this seeder has run so far (one read, decision and append each; a duplicate
+    /// submission appends nothing but is a command all the same).
+    public var commands: Int { commandsRun.count.load(ordering: .relaxed) }
 
     public static func app(_ index: Int) -> String { "com.example.seed\(index)" }
 
@@ -243,8 +249,14 @@ public struct HistorySeeder: Sendable {
         let outcome = try await handler.execute(app: app, user: user, metadata: ["source": "ledger bench seed"]) { state, catalog in
             (try decide(state, catalog), ())
         }
+        commandsRun.count.add(1, ordering: .relaxed)
         return outcome.append?.appendedCount ?? 0
     }
+}
+
+/// Commands run, across workers.
+final class CommandTally: Sendable {
+    let count = Atomic<Int>(0)
 }
 
 /// Events written so far, across workers.
