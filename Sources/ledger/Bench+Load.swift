@@ -137,7 +137,9 @@ extension Bench {
             Output.error("bench http: ledger serve and ledger appstore-sim as processes of their own; their logs in \(folder.path)")
             // The scratch database is thrown away: its app's secret is sealed with a key of this run, handed to the server.
             let key = SecretSealer.generateKeyText()
-            guard let secrets = try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": key]) else { throw CommandFailure(message: "no key made") }
+            guard let secrets = try SecretSealer.fromEnvironment(["LEDGER_SECRET_KEY": key]) else {
+                throw CommandFailure(message: "bench http --apart: the key made for this run could not be read back; nothing was measured")
+            }
             // This process signs the notifications; the server trusts its test root besides Apple's.
             let signer = SimulatorSignedPayloads(authority: try SimulatorCertificateAuthority())
             let root = folder.appendingPathComponent("notification-root.pem")

@@ -172,7 +172,7 @@ public struct AppendBenchmark: Sendable {
             events: work.reduce(0) { $0 + $1.reduce(0) { $0 + $1.rows.count } },
             seconds: seconds, p50: percentile(0.5), p99: percentile(0.99)
         )
-        if let cpu, let before { measurement.cpu = cpu.sample().since(before, order: cpu.order) }
+        if let cpu, let before { measurement.cpu = cpu.used(since: before) }
         return measurement
     }
 

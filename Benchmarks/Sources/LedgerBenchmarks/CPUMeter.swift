@@ -40,21 +40,22 @@ public struct CPUMeter: Sendable {
 
     public struct Sample: Sendable {
         let seconds: [String: Double]
-
-        /// What each process used since `earlier`, in the meter's order.
-        public func since(_ earlier: Sample, order: [String]) -> [Use] {
-            order.map { Use(name: $0, seconds: max(0, (seconds[$0] ?? 0) - (earlier.seconds[$0] ?? 0))) }
-        }
     }
 
     /// The names in reporting order.
     public var order: [String] { processes.map(\.name) + [Self.postgres] }
 
+    /// What each process and PostgreSQL used since `earlier`, in reporting order.
+    public func used(since earlier: Sample) -> [Use] {
+        let now = sample()
+        return order.map { Use(name: $0, seconds: max(0, (now.seconds[$0] ?? 0) - (earlier.seconds[$0] ?? 0))) }
+    }
+
     /// Runs `work`, and returns what it returned with the CPU each process used meanwhile.
     public func measure<T>(_ work: () async throws -> T) async rethrows -> (T, [Use]) {
         let before = sample()
         let value = try await work()
-        return (value, sample().since(before, order: order))
+        return (value, used(since: before))
     }
 
     /// utime + stime of every thread of `pid`, from fields 14 and 15 of `/proc/<pid>/stat`
