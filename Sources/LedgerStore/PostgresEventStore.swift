@@ -263,6 +263,22 @@ public struct PostgresEventStore: EventStore {
         ))
     }
 
+    /// The events after `position` up to and including `settled`, a position a gap-safe read
+    /// (`readAll`) has returned, such as a projection's checkpoint. Positions are handed out in
+    /// transaction-id order, so every transaction holding a position up to `settled` has ended:
+    /// the range is read without the followers' horizon, which a transaction ending in another
+    /// database can hold back for a moment, and an empty page means the range is done.
+    public func readSettled(after position: Int64, through settled: Int64, limit: Int = 1_000) async throws -> [RecordedEvent] {
+        try await Self.decode(client.query(
+            """
+            SELECT \(unescaped: Self.columns) FROM ledger.events
+            WHERE "position" > \(position) AND "position" <= \(settled)
+            ORDER BY "position" LIMIT \(limit)
+            """,
+            logger: logger
+        ))
+    }
+
     /// The highest position committed so far (the log's head), or 0 for an empty log.
     public func headPosition() async throws -> Int64 {
         for try await head in try await client.query(

@@ -308,13 +308,12 @@ public struct ProjectionRebuilder: Sendable {
             var position = position
             let furthest = versions.map(\.1).max() ?? 0
             while position < furthest {
-                let events = try await store.readAll(after: position, stream: nil, limit: 1_000)
+                let events = try await store.readSettled(after: position, through: furthest)
                 guard let last = events.last else { break }
                 try await batches.applyRows(events, to: projection, table: table, on: connection)
                 position = last.position
             }
-            // Every checkpoint is an event's position, which a gap-safe read has returned once and
-            // returns ever after: the loop ends at or past `furthest`.
+            // Nothing else is up to `furthest`, a checkpoint: the rows are those of `furthest`.
             position = max(position, furthest)
             for (version, _) in versions where version != projection.version {
                 try await connection.query(
@@ -388,12 +387,12 @@ public struct ProjectionRebuilder: Sendable {
         let batches = ProjectionBatchWriter(client: client, logger: logger)
         var position = position
         while position < target {
-            let events = try await store.readAll(after: position, stream: nil, limit: 1_000).filter { $0.position <= target }
+            let events = try await store.readSettled(after: position, through: target)
             guard let last = events.last else { break }
             try await batches.applyRows(events, to: projection, table: table)
             position = last.position
         }
-        // Nothing committed between here and the target: the rows are those of the target.
+        // Nothing else is up to the target, a checkpoint: the rows are those of the target.
         return max(position, target)
     }
 

@@ -465,12 +465,16 @@ public struct ProjectionRunner: Service {
         return last
     }
 
-    /// Brings a live version forward from `position` to at least `target`, with checkpoints.
+    /// Brings a live version forward from `position` to at least `target`, a committed position,
+    /// with checkpoints. A read the followers' horizon holds back is tried again after a pause.
     func catchUpLive(_ projection: any UserProjection.Type, from position: Int64, to target: Int64) async throws {
         var position = position
         while position < target {
             let events = try await store.readAll(after: position, stream: nil, limit: batchSize)
-            guard !events.isEmpty else { return }
+            if events.isEmpty {
+                try await Task.sleep(for: pollInterval)
+                continue
+            }
             position = try await apply(events, to: projection, after: position)
         }
     }

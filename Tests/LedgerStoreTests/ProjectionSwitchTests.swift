@@ -61,6 +61,17 @@ struct ProjectionSwitchTests {
             try await runner.catchUpLive(Self.projection, from: before, to: after)
             #expect(try await ProjectionRunnerTests.checkpoint(Self.projection, client).0 == after)
 
+            // The followers' horizon held back, as a transaction ending in another database between
+            // the horizon's snapshot and its look at pg_stat_activity holds it for a read: the
+            // events up to the live checkpoint are settled, and the switch still reads them.
+            try await TestDatabase.withOwnerConnection(of: client) { owner in
+                try await owner.query(
+                    "CREATE OR REPLACE FUNCTION ledger.follow_horizon() RETURNS xid8 LANGUAGE sql STABLE AS $$ SELECT '1'::xid8 $$",
+                    logger: Self.logger
+                )
+            }
+            #expect(try await PostgresEventStore(client: client, logger: Self.logger).readAll(after: before).isEmpty)
+
             // Switching at the rebuild's position would move the checkpoint back to `before`, and a
             // read answered at `after` would be followed by one answered at `before`.
             let switched = try await rebuilder.switchOver(Self.projection, rebuilt: table, at: caughtUp)
