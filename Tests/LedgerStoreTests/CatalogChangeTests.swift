@@ -84,7 +84,8 @@ struct CatalogChangeTests {
             let handler = try await Self.seed(client)
             let store = PostgresEventStore(client: client, logger: Self.logger)
             let head = try await store.headPosition()
-            let events = try await store.readAll(after: 0, stream: nil, limit: 10_000)
+            // Every append of the seed has ended: all of it, whatever the horizon says for a moment.
+            let events = try await store.readSettled(after: 0, through: head, limit: 10_000)
             let projection = AuditTrailProjection.self
             let runner = ProjectionRunner(client: client, listenConfiguration: nil, projections: [projection], logger: Self.logger)
             try await runner.prepare()

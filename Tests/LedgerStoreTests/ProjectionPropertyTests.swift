@@ -50,7 +50,7 @@ struct ProjectionPropertyTests {
             #expect(try await ProjectionRunnerTests.runUntilCaughtUp(last, client, head: head))
             // Re-running the last batch (as after a crash between the work and the reply) changes nothing.
             let batches = ProjectionBatchWriter(client: client, logger: TestDatabase.logger)
-            let lastBatch = try await store.readAll(after: max(0, head - 25), stream: nil, limit: 25)
+            let lastBatch = try await store.readSettled(after: max(0, head - 25), through: head, limit: 25)
             for projection in Projections.all {
                 try await batches.applyRows(lastBatch, to: projection, table: projection.tableName)
             }
