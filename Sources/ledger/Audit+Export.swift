@@ -151,7 +151,7 @@ struct BufferedOutput {
 
     mutating func flush() {
         guard !buffer.isEmpty else { return }
-        FileHandle.standardOutput.write(buffer)
+        Output.write(buffer)
         buffer.removeAll(keepingCapacity: true)
     }
 }
@@ -173,7 +173,7 @@ struct ExportProgress {
         if terminal {
             guard rows % 100 == 0, ContinuousClock.now - lastShown >= .milliseconds(200) else { return }
             lastShown = .now
-            FileHandle.standardError.write(Data(("\r" + text()).utf8))
+            Output.progress("\r" + text())
         } else if rows % 100_000 == 0 {
             Output.error(text())
         }
@@ -181,7 +181,7 @@ struct ExportProgress {
 
     func finish() {
         if terminal {
-            FileHandle.standardError.write(Data(("\r" + text() + "\n").utf8))
+            Output.progress("\r" + text() + "\n")
         } else {
             Output.error(text())
         }

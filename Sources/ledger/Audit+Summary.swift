@@ -61,7 +61,7 @@ extension Audit {
                 encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
                 Output.line(String(decoding: try encoder.encode(["rows": rows]), as: UTF8.self))
             case .csv:
-                FileHandle.standardOutput.write(Data((AuditCSV.summaryHeader + rows.map(AuditCSV.line).joined()).utf8))
+                Output.write(Data((AuditCSV.summaryHeader + rows.map(AuditCSV.line).joined()).utf8))
             case .table:
                 var columns: [(String, (AuditSummaryRow) -> String)] = []
                 if groupings.contains(.day) { columns.append(("day", { $0.day ?? "" })) }

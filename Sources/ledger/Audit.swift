@@ -60,7 +60,7 @@ struct Audit: AsyncParsableCommand {
                     let percent = total > 0 ? Double(checked) * 100 / Double(total) : 100
                     let line = "verified \(checked) of \(total) events (\(String(format: "%.1f", percent))%)"
                     if terminal {
-                        FileHandle.standardError.write(Data(("\r" + line + (checked >= total ? "\n" : "")).utf8))
+                        Output.progress("\r" + line + (checked >= total ? "\n" : ""))
                     } else {
                         Output.error(line)
                     }

@@ -117,17 +117,8 @@ final class LogSink: Sendable {
                 defer { state.waiting.removeAll(keepingCapacity: true) }
                 return state.waiting
             }
-            var offset = 0
-            while offset < bytes.count {
-                let written = bytes[offset...].withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
-                if written > 0 {
-                    offset += written
-                } else if written < 0 && errno == EINTR {
-                    continue
-                } else {
-                    return  // standard error is gone: nothing to tell anyone
-                }
-            }
+            // Standard error gone: nothing to tell anyone.
+            _ = bytes.withUnsafeBytes { Output.writeAll($0, to: STDERR_FILENO) }
         }
     }
 }

@@ -42,7 +42,7 @@ extension Bench {
                 try await CatalogChangeBenchmark(logger: logger).run(settings, client: client, listen: listen) { stage in
                     switch stage {
                     case .seeded(let written, let target):
-                        if terminal { FileHandle.standardError.write(Data("\rseeded \(written) events (at least \(target))".utf8)) }
+                        if terminal { Output.progress("\rseeded \(written) events (at least \(target))") }
                     case .catchingUp(let written):
                         if terminal { Output.error("") }
                         Output.error("catching up \(written) events with every projection")

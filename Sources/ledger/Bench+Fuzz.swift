@@ -57,7 +57,7 @@ extension Bench {
                             Output.error("case \(index) \(target)")
                         } else if index % 1_000 == 0, index > 0 {
                             let line = "bench fuzz: \(index) of \(cases) cases"
-                            if terminal { FileHandle.standardError.write(Data(("\r" + line).utf8)) } else { Output.error(line) }
+                            if terminal { Output.progress("\r" + line) } else { Output.error(line) }
                         }
                     }
                 }

@@ -52,7 +52,7 @@ extension Bench {
                         case .seeding(let users, let perUser):
                             Output.error("bench history: \(users) users × \(perUser) events, \(settings.writers) writers, in \(scratch.runtime.database)")
                         case .seeded(let written, let target):
-                            if terminal { FileHandle.standardError.write(Data("\rseeded \(written) of \(target) events".utf8)) }
+                            if terminal { Output.progress("\rseeded \(written) of \(target) events") }
                         case .catchingUp(let written):
                             if terminal { Output.error("") }
                             Output.error("catching up \(written) events with every projection")

@@ -49,7 +49,7 @@ struct Bench: AsyncParsableCommand {
                     let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18
                     let line = String(format: "seeded %d of %d events (%.0f events/s)", progress.events, progress.target,
                                       seconds > 0 ? Double(progress.events) / seconds : 0)
-                    if terminal { FileHandle.standardError.write(Data(("\r" + line).utf8)) } else { Output.error(line) }
+                    if terminal { Output.progress("\r" + line) } else { Output.error(line) }
                 }
             }
             if terminal { Output.error("") }
@@ -76,7 +76,7 @@ struct Bench: AsyncParsableCommand {
             let result = try await LedgerDatabase.withClient(roles.owner ?? roles.runtime, logger: logger) { client in
                 try await RebuildBenchmark(client: client, logger: logger).run { progress in
                     if terminal {
-                        FileHandle.standardError.write(Data("\rscanned \(progress.events) events".utf8))
+                        Output.progress("\rscanned \(progress.events) events")
                     }
                 }
             }

@@ -81,16 +81,3 @@ enum LoggingBootstrap {
     }
 }
 
-/// Writes to standard output without buffering surprises when piped.
-enum Output {
-    static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
-    }
-
-    static func error(_ text: String) {
-        LogSink.shared.flush()  // log lines logged before it come before it
-        FileHandle.standardError.write(Data((text + "\n").utf8))
-    }
-
-    static var errorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
-}

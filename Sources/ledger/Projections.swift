@@ -124,9 +124,9 @@ struct ProjectionsCommand: AsyncParsableCommand {
                 let width = 30
                 let filled = Int(fraction * Double(width))
                 let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-                FileHandle.standardError.write(Data(String(
+                Output.progress(String(
                     format: "\r%@ [%@] %3.0f%%  %.0f events/s  ETA %.0fs ", label, bar, fraction * 100, rate, remaining
-                ).utf8))
+                ))
             } else {
                 Output.error(String(format: "%@: position %lld of %lld, %d events, %.0f events/s, ETA %.0fs",
                                     label, progress.position, progress.head, progress.events, rate, remaining))

@@ -15,7 +15,10 @@ import Testing
 
     /// Runs `ledger ARGUMENTS` against the database; its output and errors are collected in files,
     /// so a long export never blocks on a full pipe.
-    static func ledger(_ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:]) async throws -> Run {
+    /// With `output`, standard output goes there instead (and `Run.output` is empty).
+    static func ledger(
+        _ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:], output: FileHandle? = nil
+    ) async throws -> Run {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-export-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -30,7 +33,7 @@ import Testing
         environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
         for (name, value) in extra { environment[name] = value }
         process.environment = environment
-        process.standardOutput = try FileHandle(forWritingTo: outputFile)
+        process.standardOutput = try output ?? FileHandle(forWritingTo: outputFile)
         process.standardError = try FileHandle(forWritingTo: errorFile)
         try process.run()
         let deadline = ContinuousClock.now + .seconds(60)
@@ -188,6 +191,32 @@ import Testing
             let alone = try await Self.ledger(["bench", "fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
             #expect(alone.status != 0)
             #expect(alone.errors.contains("may not create or drop databases"), "\(alone.errors)")
+        }
+    }
+
+    /// `ledger log tail | head`, `ledger audit export > /full/disk`: a reader that went away ends
+    /// the command quietly, as a closed pipe ends any Unix tool; a write that fails otherwise is
+    /// said. Neither crashes with a backtrace.
+    @Test func aClosedPipeEndsACommandQuietlyAndAFullDiskIsSaid() async throws {
+        try await APIHarness.run { api in
+            try await api.defineProduct("coins.100", type: "consumable")
+            let bought = try await api.buy("alice", "coins.100", quantity: 2)
+            #expect(try await api.ingest("alice", device: "phone", receipt: bought.receipt).status == 200)
+
+            let pipe = Pipe()
+            // Nobody reads: the first write meets a pipe without a reader.
+            try pipe.fileHandleForReading.close()
+            let closed = try await Self.ledger(["log", "tail"], database: api.settings, output: pipe.fileHandleForWriting)
+            #expect(closed.status == 141, "the status a closed pipe gives: \(closed.errors)")
+            #expect(!closed.errors.contains("Fatal error") && !closed.errors.contains("crashed"), "\(closed.errors)")
+
+            let full = try await Self.ledger(
+                ["audit", "export", "--app", APIHarness.app, "--environment", "sandbox", "--format", "csv"], database: api.settings,
+                output: try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
+            )
+            #expect(full.status == 1, "\(full.errors)")
+            #expect(full.errors.contains("cannot write standard output: No space left on device"), "\(full.errors)")
+            #expect(!full.errors.contains("Fatal error"), "\(full.errors)")
         }
     }
 }
