@@ -18,13 +18,13 @@ struct AppStoreCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Record a customer's whole App Store transaction history for a user.",
             discussion: """
-                Asks the App Store Server API (Get Transaction History) for every transaction of the customer who made
-                --transaction, with the app's key (`ledger apps appstore-key`), verifies each signed transaction (Apple's
-                chain, the bundle id, the environment) and records them for --user as facts, like a post of those
-                transactions: what the user's stream holds already is a duplicate, and transactions another user of the
-                app holds stay theirs. Without --environment, production first, then the sandbox. Use it for purchases
-                made before the ledger, or lost posts. The API's URLs: $LEDGER_APPSTORE_SERVER_API_PRODUCTION_URL and
-                $LEDGER_APPSTORE_SERVER_API_SANDBOX_URL (default: Apple's); the simulator's root is trusted with
+                Asks the App Store Server API (Get Transaction History) for every transaction of the customer who made \
+                --transaction, with the app's key (`ledger apps appstore-key`), verifies each signed transaction (Apple's \
+                chain, the bundle id, the environment) and records them for --user as facts, like a post of those \
+                transactions: what the user's stream holds already is a duplicate, and transactions another user of the \
+                app holds stay theirs. Without --environment, production first, then the sandbox. Use it for purchases \
+                made before the ledger, or lost posts. The API's URLs: $LEDGER_APPSTORE_SERVER_API_PRODUCTION_URL and \
+                $LEDGER_APPSTORE_SERVER_API_SANDBOX_URL (default: Apple's); the simulator's root is trusted with \
                 --trust-simulator-root (or $LEDGER_TRUST_SIMULATOR_ROOT).
                 """
         )

@@ -16,9 +16,9 @@ struct Apps: AsyncParsableCommand {
             commandName: "appstore-key",
             abstract: "Give an app its App Store Server API key (for `ledger appstore backfill` and restores of unseen purchases).",
             discussion: """
-                The key comes from App Store Connect (Users and Access > Integrations > In-App Purchase): its key id,
-                the team's issuer id, and the private key file (SubscriptionKey_<key id>.p8, PEM). The private key is
-                stored sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE, like the
+                The key comes from App Store Connect (Users and Access > Integrations > In-App Purchase): its key id, \
+                the team's issuer id, and the private key file (SubscriptionKey_<key id>.p8, PEM). The private key is \
+                stored sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE, like the \
                 shared secret; it is never logged, printed or returned. Running this again replaces the key.
                 """
         )
@@ -71,10 +71,10 @@ struct Apps: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Register an app (or set its shared secret).",
             discussion: """
-                The shared secret (App Store Connect, for receipts with auto-renewable subscriptions) is stored
-                sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE (with the
-                managed PostgreSQL and neither set, .ledger/secret.key, made on first use); it is never logged,
-                printed or returned by the API. Running this again with another secret replaces it. Prefer
+                The shared secret (App Store Connect, for receipts with auto-renewable subscriptions) is stored \
+                sealed (AES-256-GCM) with the key of LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE (with the \
+                managed PostgreSQL and neither set, .ledger/secret.key, made on first use); it is never logged, \
+                printed or returned by the API. Running this again with another secret replaces it. Prefer \
                 --shared-secret-env over the flag on shared machines: a flag shows in the process list.
                 """
         )
@@ -154,8 +154,8 @@ struct Keys: AsyncParsableCommand {
         commandName: "keys",
         abstract: "Create, list and revoke API keys.",
         discussion: """
-            A key belongs to one app and has scopes: ingest (post receipts and app events), read (entitlements,
-            balances, history), finance (the audit routes, read-only) and admin (products, revocations).
+            A key belongs to one app and has scopes: ingest (post receipts and app events), read (entitlements, \
+            balances, history), finance (the audit routes, read-only) and admin (products, revocations). \
             Only the key's hash is stored: the key is printed once, at creation.
             """,
         subcommands: [Create.self, List.self, Revoke.self]

@@ -16,8 +16,8 @@ struct Bench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Write a realistic synthetic history through the real decision path.",
             discussion: """
-                Apps com.example.seed0… with every product type; users buy, consume, subscribe and renew, re-buy and
-                restore on other devices, finish transactions, get refunds and post duplicate receipts. The same
+                Apps com.example.seed0… with every product type; users buy, consume, subscribe and renew, re-buy and \
+                restore on other devices, finish transactions, get refunds and post duplicate receipts. The same \
                 --seed writes the same history. It writes into the configured database (not a scratch one).
                 """
         )
@@ -92,8 +92,8 @@ struct Bench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Verify receipts through the App Store client against a local simulator, 16 at a time.",
             discussion: """
-                Starts an App Store simulator on a free 127.0.0.1 port, sells one consumable to each test user,
-                then verifies every user's receipt through the real client. Reports receipts/s, the end-to-end
+                Starts an App Store simulator on a free 127.0.0.1 port, sells one consumable to each test user, \
+                then verifies every user's receipt through the real client. Reports receipts/s, the end-to-end \
                 latency, the simulator's own handling time and what the client adds (end-to-end minus handling).
                 """
         )
@@ -131,10 +131,10 @@ struct Bench: AsyncParsableCommand {
             commandName: "jws",
             abstract: "Verify App Store signed payloads (StoreKit 2 JWS) against the bare ES256 check of the same signatures.",
             discussion: """
-                Signs StoreKit 2 transactions with the simulator's test certificate authority (a chain shaped like
-                Apple's), then verifies each through SignedPayloadVerifier: x5c chain to the trusted root at the
-                payload's signedDate, Apple's marker extensions, ES256, bundle id and environment. The chain is
-                validated once (reported as "first") and remembered. Baseline: P-256 signature checks of the same
+                Signs StoreKit 2 transactions with the simulator's test certificate authority (a chain shaped like \
+                Apple's), then verifies each through SignedPayloadVerifier: x5c chain to the trusted root at the \
+                payload's signedDate, Apple's marker extensions, ES256, bundle id and environment. The chain is \
+                validated once (reported as "first") and remembered. Baseline: P-256 signature checks of the same \
                 payloads with the key already parsed. Prints p50/p99 in microseconds, rates, and the ratio.
                 """
         )
@@ -162,7 +162,7 @@ struct Bench: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Append synthetic purchase events through ledger.append, then INSERT the same rows raw.",
             discussion: """
-                Runs in a scratch database <database>_bench on the same server, created afresh and dropped
+                Runs in a scratch database <database>_bench on the same server, created afresh and dropped \
                 afterwards, so the real log is never touched. Prints events/s, append latency and the ratio.
                 """
         )

@@ -7,7 +7,7 @@ struct DB: AsyncParsableCommand {
         commandName: "db",
         abstract: "Manage the local PostgreSQL the ledger runs when no LEDGER_DATABASE_URL is set.",
         discussion: """
-            The server lives under .ledger/postgres (or $LEDGER_HOME/postgres), listens on 127.0.0.1 only
+            The server lives under .ledger/postgres (or $LEDGER_HOME/postgres), listens on 127.0.0.1 only \
             and is created on first use. As root, it runs as the 'postgres' user ($LEDGER_POSTGRES_USER).
             """,
         subcommands: [Start.self, Stop.self, Status.self, URL.self]

@@ -7,7 +7,7 @@ struct Ledger: AsyncParsableCommand {
         commandName: "ledger",
         abstract: "Purchase Ledger: an append-only, event-sourced ledger of in-app purchases on PostgreSQL.",
         discussion: """
-            With no LEDGER_DATABASE_URL the ledger runs its own PostgreSQL under .ledger/ (see `ledger db`).
+            With no LEDGER_DATABASE_URL the ledger runs its own PostgreSQL under .ledger/ (see `ledger db`). \
             Start with `ledger serve`; inspect the log with `ledger log tail` and `ledger audit verify`.
             """,
         subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, DB.self, Log.self, ProjectionsCommand.self, Query.self, Audit.self, AppStoreCommand.self, Bench.self, AppStoreSim.self, Demo.self]

@@ -15,8 +15,8 @@ struct Log: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Print events as JSON lines, in position order.",
             discussion: """
-                Each line: position, streamId, streamVersion, eventId, type, recordedAt, deduplicationKey, data, metadata.
-                Without --follow it prints what is committed and stops; with --follow it keeps going until
+                Each line: position, streamId, streamVersion, eventId, type, recordedAt, deduplicationKey, data, metadata. \
+                Without --follow it prints what is committed and stops; with --follow it keeps going until \
                 interrupted, never skipping an event that commits late.
                 """
         )

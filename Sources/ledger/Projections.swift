@@ -15,13 +15,15 @@ struct ProjectionsCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Rebuild projections from position 0 into new tables, then switch readers over atomically.",
             discussion: """
-                The live version keeps serving while the rebuild runs. The switch never moves a checkpoint back,
-                and it waits for a long query on the projection's view to finish (up to 5 minutes) rather than
+                The live version keeps serving while the rebuild runs. The switch never moves a checkpoint back, \
+                and it waits for a long query on the projection's view to finish (up to 5 minutes) rather than \
                 making the readers behind it wait. Interrupted at any point, a rebuild can simply be run again.
-                With --dry-run nothing is switched: the
-                rebuilt rows are compared with the live ones at the same log position, and every added, removed
-                or changed row is listed with its values before and after. Use it after fixing a projection (and
-                bumping its version) to see exactly whose state changes.
+
+                With --dry-run nothing is switched: the rebuilt rows are compared with the live ones at the \
+                same log position, and every added, removed or changed row is listed with its values before \
+                and after. Use it after fixing a projection (and bumping its version) to see exactly whose \
+                state changes.
+
                 Projections: \(Projections.all.map { $0.name.rawValue }.joined(separator: ", ")).
                 """
         )

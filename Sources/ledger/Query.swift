@@ -10,9 +10,9 @@ struct Query: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Answer from a user's stream itself, now or at any past point (JSON).",
         discussion: """
-            The answer is folded from the user's events, not read from the projections, so it can be asked
-            for any past moment: --as-of TIME counts the events recorded by then and judges activity at
-            that time; --at-position N counts the events up to log position N and judges activity now
+            The answer is folded from the user's events, not read from the projections, so it can be asked \
+            for any past moment: --as-of TIME counts the events recorded by then and judges activity at \
+            that time; --at-position N counts the events up to log position N and judges activity now \
             (or at --at TIME). Times are ISO 8601, e.g. 2026-01-31T12:00:00Z.
             """,
         subcommands: [Entitlements.self, Balances.self, Subscriptions.self]
@@ -85,7 +85,7 @@ struct Query: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "What the user may use: products owned, subscriptions and whether active, consumables left.",
             discussion: """
-                The same JSON as GET /v1/apps/{bundleId}/users/{userId}/entitlements, folded from the user's
+                The same JSON as GET /v1/apps/{bundleId}/users/{userId}/entitlements, folded from the user's \
                 stream instead of the projections: position is that of the user's last event counted.
                 """
         )
