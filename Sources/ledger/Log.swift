@@ -60,11 +60,19 @@ struct Log: AsyncParsableCommand {
                     }
                 } else {
                     var position = start
+                    var printed = 0
                     while true {
                         let events = try await store.readAll(after: position, stream: only, limit: 1_000)
                         guard let last = events.last else { break }
                         Self.print(events)
+                        printed += events.count
                         position = last.position
+                    }
+                    if printed == 0, let only {
+                        // Nothing on standard output; whoever typed the name is told why.
+                        Output.error(start > 0
+                            ? "stream '\(only.rawValue)' has no events from position \(start + 1)"
+                            : "stream '\(only.rawValue)' has no events (a user's stream is named user/<bundle id>/<user id>)")
                     }
                 }
             }

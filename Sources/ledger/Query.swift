@@ -54,18 +54,27 @@ struct Query: AsyncParsableCommand {
             let asOf = asOf.flatMap(LedgerJSON.parseTimestamp)
             let instant = at.flatMap(LedgerJSON.parseTimestamp) ?? asOf ?? Date()
             let (app, user, atPosition) = (app, user, atPosition)
-            let (state, catalog) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
+            let (state, catalog, registered) = try await LedgerDatabase.withClient(settings, logger: logger) { client in
                 let reader = UserStreamReader(store: PostgresEventStore(client: client, logger: logger))
+                let (state, catalog): (UserLedger, ProductCatalog)
                 if let asOf {
-                    return try await reader.asOf(app: app, user: user, recordedBy: asOf)
+                    (state, catalog) = try await reader.asOf(app: app, user: user, recordedBy: asOf)
+                } else {
+                    let position = atPosition ?? .max
+                    catalog = try await reader.catalog(app: app, upToPosition: position)
+                    state = try await reader.state(of: StreamID.user(app: app, user: user), upToPosition: position, catalog: catalog)
                 }
-                let position = atPosition ?? .max
-                let catalog = try await reader.catalog(app: app, upToPosition: position)
-                return (try await reader.state(of: StreamID.user(app: app, user: user), upToPosition: position, catalog: catalog), catalog)
+                // For an empty answer only: whether --app is the mistake.
+                let registered = state.version > 0 ? [] : try await AppRegistry(client: client, logger: logger).apps().map(\.bundleId)
+                return (state, catalog, registered)
             }
             guard state.version > 0 else {
                 let when = asOf.map { " by \(LedgerJSON.formatTimestamp($0))" } ?? atPosition.map { " up to position \($0)" } ?? ""
-                throw CommandFailure(message: "user '\(user)' has no events in app '\(app)'\(when): check --app and --user")
+                guard registered.contains(app) else {
+                    let known = registered.isEmpty ? "no app is registered" : "registered: \(registered.joined(separator: ", "))"
+                    throw CommandFailure(message: "user '\(user)' has no events in app '\(app)'\(when), and no app '\(app)' is registered (\(known); see `ledger apps list`): check --app")
+                }
+                throw CommandFailure(message: "user '\(user)' has no events in app '\(app)'\(when): check --user")
             }
             return (state, catalog, instant)
         }

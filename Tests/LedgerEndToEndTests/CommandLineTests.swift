@@ -145,7 +145,13 @@ import Testing
 
             let nobody = try await Self.ledger(["query", "entitlements", "--app", APIHarness.app, "--user", "alcie"], database: api.settings)
             #expect(nobody.status != 0 && nobody.output.isEmpty)
-            #expect(nobody.errors.contains("'alcie' has no events"), "\(nobody.errors)")
+            #expect(nobody.errors.contains("'alcie' has no events") && nobody.errors.contains("check --user"), "\(nobody.errors)")
+            let typo = try await Self.ledger(["query", "entitlements", "--app", "com.example.gmae", "--user", "alice"], database: api.settings)
+            #expect(typo.status != 0 && typo.output.isEmpty)
+            #expect(typo.errors.contains("no app 'com.example.gmae' is registered") && typo.errors.contains(APIHarness.app), "names the registered apps: \(typo.errors)")
+            let noStream = try await Self.ledger(["log", "tail", "--stream", "user/\(APIHarness.app)/alcie"], database: api.settings)
+            #expect(noStream.status == 0 && noStream.output.isEmpty)
+            #expect(noStream.errors.contains("stream 'user/\(APIHarness.app)/alcie' has no events"), "an empty answer says so: \(noStream.errors)")
         }
     }
 
