@@ -101,6 +101,8 @@ public final class DatabaseMonitor: Service, Sendable {
         var slowBefore = false
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             let (reason, timedOut) = await probe()
+            // A probe cut short by the shutdown says nothing of the database.
+            if Task.isCancelled || Task.isShuttingDownGracefully { break }
             if timedOut, !slowBefore, !isDown {
                 slowBefore = true
                 logger.debug("the database's probe was not answered in time; probing again before calling it down")

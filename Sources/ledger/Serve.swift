@@ -7,6 +7,7 @@ import LedgerHTTP
 import LedgerStore
 import LocalPostgres
 import Logging
+import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
@@ -147,6 +148,22 @@ struct Serve: AsyncParsableCommand {
     }
 
     /// A whole number of seconds from an environment variable, nil when it is not set.
+    /// The socket's refusal to listen in words, with what to do; any other error as it is.
+    static func listening(_ error: any Error, on configuration: LedgerServer.Configuration) -> any Error {
+        guard let error = error as? IOError else { return error }
+        let address = "\(configuration.host):\(configuration.port)"
+        switch error.errnoCode {
+        case EADDRINUSE:
+            return CommandFailure(message: "cannot listen on \(address): another program listens there (another `ledger serve`?); stop it, or choose another port with --port")
+        case EADDRNOTAVAIL:
+            return CommandFailure(message: "cannot listen on \(address): no network interface of this machine has that address; check --host")
+        case EACCES:
+            return CommandFailure(message: "cannot listen on \(address): not permitted (ports below 1024 need privileges); choose another port with --port")
+        default:
+            return error
+        }
+    }
+
     static func seconds(_ name: String, in environment: [String: String]) throws -> Duration? {
         guard let text = environment[name] else { return nil }
         guard let seconds = Int(text), (1...86_400).contains(seconds) else {
@@ -245,7 +262,7 @@ struct Serve: AsyncParsableCommand {
             try await group.run()
         } catch {
             try? await appStoreClient.shutdown()
-            throw error
+            throw Self.listening(error, on: configuration)
         }
         try await appStoreClient.shutdown()
     }

@@ -225,4 +225,23 @@ import Testing
             #expect(!full.errors.contains("Fatal error"), "\(full.errors)")
         }
     }
+
+    /// An operator starts a second `ledger serve` on a port the first holds: it says so, names the
+    /// address and what to do, and stops; the first goes on serving.
+    @Test func aServeOnABusyPortSaysWhatToDoAndStops() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            try await ServedApp.with(client, logger: TestDatabase.logger) { served in
+                let log = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-busy-port-\(UUID().uuidString).log")
+                defer { try? FileManager.default.removeItem(at: log) }
+                let first = try await served.startServer(database: settings, log: log)
+                defer { first.stop() }
+                let port = try #require(URL(string: first.base)?.port)
+                let second = try await Self.ledger(["serve", "--port", "\(port)"], database: settings)
+                #expect(second.status == 1, "\(second.errors)")
+                #expect(second.errors.contains("cannot listen on 127.0.0.1:\(port): another program listens there"), "\(second.errors)")
+                #expect(!second.errors.contains("errno") && !second.errors.contains("does not answer"), "\(second.errors)")
+                #expect(try await APIHarness.send(.GET, first.base + "/health", key: nil).status == 200)
+            }
+        }
+    }
 }
