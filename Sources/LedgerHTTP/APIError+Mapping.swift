@@ -114,7 +114,6 @@ extension APIError {
     private static func http(_ error: HTTPError) -> APIError {
         switch error.status {
         case .notFound: .notFound("there is no such route; /openapi.json lists them")
-        case .methodNotAllowed: APIError(.methodNotAllowed, "method_not_allowed", "this route does not take that method; /openapi.json lists them")
         case .contentTooLarge: .bodyTooLarge(limit: APILimits.receiptBodyBytes)
         default: APIError(error.status, "http_\(error.status.code)", error.body ?? error.status.reasonPhrase)
         }

@@ -29,6 +29,17 @@ public struct APIRoute: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(method) \(path)" }
+
+    /// Whether `path` (a request's, without its query) is this route's, `{name}` matching any one
+    /// non-empty segment.
+    func matches(_ path: String) -> Bool {
+        let template = self.path.split(separator: "/", omittingEmptySubsequences: false)
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard template.count == segments.count else { return false }
+        return zip(template, segments).allSatisfy { pattern, segment in
+            pattern.hasPrefix("{") && pattern.hasSuffix("}") ? !segment.isEmpty : pattern == segment
+        }
+    }
 }
 
 /// Every route the server serves; the OpenAPI document is checked against this list.
@@ -58,4 +69,9 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/audit/unclassified", .finance),
         APIRoute(.get, "/v1/audit/restores", .finance),
     ]
+
+    /// The methods the routes of `path` take, in the list's order; empty when no route has that path.
+    static func methods(of path: String) -> [HTTPRequest.Method] {
+        all.filter { $0.matches(path) }.map(\.method)
+    }
 }

@@ -25,7 +25,9 @@ struct ErrorMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch {
             var response: Response
-            if let apiError = APIError(mapping: error) {
+            if let refusal = Self.wrongMethod(error, request) {
+                response = try refusal.response(from: request, context: context)
+            } else if let apiError = APIError(mapping: error) {
                 response = try apiError.response(from: request, context: context)
             } else {
                 context.logger.error("request failed", metadata: ["error": "\(String(reflecting: error))"])
@@ -36,6 +38,18 @@ struct ErrorMiddleware: RouterMiddleware {
             if Self.carriesBody(request), !bodyRead.reachedEnd { response.headers[.connection] = "close" }
             return response
         }
+    }
+
+    /// The router answers a path it has with another method "not found": the caller is told the
+    /// route is there, with the methods it takes (405, `Allow`).
+    static func wrongMethod(_ error: any Error, _ request: Request) -> APIError? {
+        guard let error = error as? HTTPError, error.status == .notFound else { return nil }
+        let allowed = APIRoutes.methods(of: request.uri.path)
+        guard !allowed.isEmpty else { return nil }
+        let names = allowed.map(\.rawValue).joined(separator: ", ")
+        var refusal = APIError(.methodNotAllowed, "method_not_allowed", "\(request.uri.path) takes \(names), not \(request.method.rawValue); /openapi.json lists the routes")
+        refusal.headers[.allow] = names
+        return refusal
     }
 
     static func carriesBody(_ request: Request) -> Bool {

@@ -113,4 +113,30 @@ struct APIErrorMappingTests {
             }
         }
     }
+
+    @Test("a route's path with a method it does not take answers 405 with the methods it takes; other paths 404")
+    func wrongMethods() async throws {
+        try await application().test(.router) { client in
+            for (method, path, allowed) in [
+                (HTTPRequest.Method.delete, "/v1/apps/com.example.app/users/alice/entitlements", "GET"),
+                (.get, "/v1/apps/com.example.app/receipts", "POST"),
+                (.post, "/health", "GET"),
+            ] {
+                try await client.execute(uri: path, method: method) { response in
+                    #expect(response.status == .methodNotAllowed, "\(method) \(path)")
+                    #expect(response.headers[.allow] == allowed, "\(method) \(path)")
+                    let error = Self.errorObject(response)
+                    #expect(error?["code"] as? String == "method_not_allowed")
+                    #expect((error?["message"] as? String)?.contains("takes \(allowed), not \(method.rawValue)") == true, "\(String(buffer: response.body))")
+                }
+            }
+            // A segment left empty, or one too many, is no route of any method.
+            for path in ["/v1/apps/com.example.app/users//entitlements", "/v1/apps/com.example.app/receipts/extra"] {
+                try await client.execute(uri: path, method: .delete) { response in
+                    #expect(response.status == .notFound, "\(path)")
+                    #expect(response.headers[.allow] == nil)
+                }
+            }
+        }
+    }
 }
