@@ -34,6 +34,14 @@ import Glibc
             #expect(created.output.hasPrefix("public key: "))
             #expect(try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int == 0o600)
 
+            // To standard output on a full disk: the system's reason, not Foundation's error dump.
+            let full = try await CommandLineTests.ledger(
+                ["audit", "anchor", "--key", key, "--out", "-"], database: settings,
+                output: try FileHandle(forWritingTo: URL(fileURLWithPath: "/dev/full"))
+            )
+            #expect(full.status == 1 && full.errors.contains("could not write the anchor: No space left on device"), "\(full.errors)")
+            #expect(!full.errors.contains("NSCocoaErrorDomain"), "\(full.errors)")
+
             let anchored = try await ledger("audit", "anchor", "--key", key, "--out", anchorFile)
             #expect(anchored.status == 0, "\(anchored.errors)")
             #expect(anchored.errors.contains("6 events in 2 streams"), "\(anchored.errors)")

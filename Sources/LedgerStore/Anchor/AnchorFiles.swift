@@ -10,6 +10,17 @@ import Darwin
 /// the one it was created with (never a chmod afterwards, which leaves a moment when it is not)
 /// and an existing file is never overwritten.
 enum AnchorFiles {
+    /// Why a file operation failed, as the system says it ("No space left on device"), rather than
+    /// Foundation's error dump.
+    static func reason(_ error: any Error) -> String {
+        let error = error as NSError
+        let posix = error.domain == NSPOSIXErrorDomain ? error : error.userInfo[NSUnderlyingErrorKey] as? NSError
+        if let posix, posix.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(posix.code)))
+        }
+        return error.localizedDescription
+    }
+
     /// Creates `path`, which must not exist yet, with `mode` (less the umask) and the bytes given;
     /// synced to disk before it returns. On any failure nothing is left at `path`.
     static func createNew(at path: String, mode: mode_t, contents: Data) throws(LogAnchorError) {
@@ -21,7 +32,7 @@ enum AnchorFiles {
         } catch {
             try? handle.close()
             unlink(path)
-            throw .output("could not write \(path): \(error)")
+            throw .output("could not write \(path): \(reason(error))")
         }
     }
 

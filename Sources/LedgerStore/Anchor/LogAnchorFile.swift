@@ -157,7 +157,7 @@ struct LogAnchorFileWriter {
         do {
             try output.write(contentsOf: buffer)
         } catch {
-            throw .output("could not write the anchor: \(error)")
+            throw .output("could not write the anchor: \(AnchorFiles.reason(error))")
         }
         buffer.removeAll(keepingCapacity: true)
     }
