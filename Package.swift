@@ -21,6 +21,7 @@ extension Target.Dependency {
     static let metrics = product(name: "Metrics", package: "swift-metrics")
     static let nioCore = product(name: "NIOCore", package: "swift-nio")
     static let nioHTTP1 = product(name: "NIOHTTP1", package: "swift-nio")
+    static let nioPosix = product(name: "NIOPosix", package: "swift-nio")
     static let nioSSL = product(name: "NIOSSL", package: "swift-nio-ssl")
     static let postgresNIO = product(name: "PostgresNIO", package: "postgres-nio")
     static let prometheus = product(name: "Prometheus", package: "swift-prometheus")
@@ -79,7 +80,7 @@ let package = Package(
             name: "LedgerStore",
             dependencies: [
                 "LedgerDomain", "LedgerApplication", "LedgerMigrations", "LedgerProjections", .postgresNIO,
-                .logging, .crypto, .nioSSL, .serviceLifecycle, .metrics,
+                .logging, .crypto, .nioCore, .nioPosix, .nioSSL, .serviceLifecycle, .metrics,
             ],
             swiftSettings: swiftSettings
         ),
@@ -201,7 +202,7 @@ let package = Package(
             name: "LedgerStoreTests",
             dependencies: [
                 "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections",
-                "LedgerBenchmarks", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioSSL,
+                "LedgerBenchmarks", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioCore, .nioPosix, .nioSSL,
             ],
             swiftSettings: swiftSettings
         ),

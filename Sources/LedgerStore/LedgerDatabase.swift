@@ -1,6 +1,8 @@
 import Foundation
 import LedgerApplication
 import Logging
+import NIOCore
+import NIOPosix
 import NIOSSL
 import PostgresNIO
 
@@ -127,7 +129,7 @@ public enum LedgerDatabase {
             )
         case .connectionError, .serverClosedConnection, .uncleanShutdown:
             return StoreError.databaseUnavailable(
-                "cannot reach PostgreSQL at \(settings.url()): \(error.underlying.map { "\($0)" } ?? "connection failed"); check that the server runs (ledger db status) or fix LEDGER_DATABASE_URL"
+                "cannot reach PostgreSQL at \(settings.url()): \(reason(error)); check that the server runs (ledger db status) or fix LEDGER_DATABASE_URL"
             )
         case .server where error.ledgerSQLState == .invalidPassword || error.ledgerSQLState == .invalidAuthorizationSpecification:
             return StoreError.databaseUnavailable(
@@ -139,6 +141,31 @@ public enum LedgerDatabase {
             )
         default:
             return error
+        }
+    }
+
+    /// Why a connection failed: its underlying error's reason, else what the failure's kind says.
+    static func reason(_ error: PSQLError) -> String {
+        if let underlying = error.underlying { return reason(underlying) }
+        return error.code == .serverClosedConnection
+            ? "the other side closed the connection before the login (is PostgreSQL the program at that port?)"
+            : "the connection broke off"
+    }
+
+    /// Why a connection could not be made, in the system's words ("Connection refused", "the host
+    /// name does not resolve"), rather than NIO's description of every attempt.
+    static func reason(_ error: any Error) -> String {
+        switch error {
+        case let error as NIOConnectionError:
+            if let failure = error.connectionErrors.first { return reason(failure.error) }
+            if error.dnsAError != nil || error.dnsAAAAError != nil { return "the host name \(error.host) does not resolve" }
+            return "\(error)"
+        case let error as IOError:
+            return String(cString: strerror(error.errnoCode))
+        case ChannelError.connectTimeout(let limit):
+            return "no answer within \(limit.nanoseconds / 1_000_000_000) s"
+        default:
+            return "\(error)"
         }
     }
 

@@ -3,6 +3,8 @@ import Foundation
 import LedgerApplication
 import LedgerTesting
 import NIOSSL
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import Testing
 
@@ -198,5 +200,32 @@ struct DatabaseSettingsTests {
             try await client.query("SELECT 1", logger: TestDatabase.logger).collect().count
         }
         #expect(count == 1)
+    }
+
+    @Test("a server that cannot be reached is named with the system's reason, not NIO's account of every attempt")
+    func unreachableServersAreExplained() async throws {
+        let group = MultiThreadedEventLoopGroup.singleton
+        // Something listens, but closes every connection at once: not PostgreSQL.
+        let closer = try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in channel.close() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let closing = try #require(closer.localAddress?.port)
+        // Nothing listens: a port just let go.
+        let released = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let refusing = try #require(released.localAddress?.port)
+        try await released.close()
+        defer { closer.close(promise: nil) }
+
+        for (port, reason) in [(refusing, "Connection refused"), (closing, "the other side closed the connection before the login")] {
+            var settings = try await TestDatabase.settings()
+            settings.port = port
+            let error = try await #require(throws: StoreError.self) {
+                try await LedgerDatabase.withClient(settings, logger: TestDatabase.logger) { _ in }
+            }
+            #expect(error.message.contains("cannot reach PostgreSQL at") && error.message.contains(":\(port)"), "\(error.message)")
+            #expect(error.message.contains(reason), "\(error.message)")
+            #expect(!error.message.contains("SingleConnectionFailure") && !error.message.contains("errno"), "\(error.message)")
+        }
     }
 }
