@@ -146,10 +146,15 @@ public enum LedgerDatabase {
 
     /// Why a connection failed: its underlying error's reason, else what the failure's kind says.
     static func reason(_ error: PSQLError) -> String {
-        if let underlying = error.underlying { return reason(underlying) }
-        return error.code == .serverClosedConnection
-            ? "the other side closed the connection before the login (is PostgreSQL the program at that port?)"
-            : "the connection broke off"
+        let hungUp = "the other side closed the connection before the login (is PostgreSQL the program at that port?)"
+        switch error.underlying {
+        case let underlying as IOError where [ECONNRESET, EPIPE].contains(underlying.errnoCode):
+            return hungUp
+        case let underlying?:
+            return reason(underlying)
+        case nil:
+            return error.code == .serverClosedConnection ? hungUp : "the connection broke off"
+        }
     }
 
     /// Why a connection could not be made, in the system's words ("Connection refused", "the host
