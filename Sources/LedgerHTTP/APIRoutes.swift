@@ -70,8 +70,10 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/audit/restores", .finance),
     ]
 
-    /// The methods the routes of `path` take, in the list's order; empty when no route has that path.
+    /// The methods the routes of `path` take, in the list's order, a GET route's HEAD too (the
+    /// server answers it as GET without the body); empty when no route has that path.
     static func methods(of path: String) -> [HTTPRequest.Method] {
-        all.filter { $0.matches(path) }.map(\.method)
+        let methods = all.filter { $0.matches(path) }.map(\.method)
+        return methods.contains(.get) ? methods + [.head] : methods
     }
 }

@@ -75,7 +75,8 @@ public struct LedgerServer: Sendable {
     /// Every route, behind the request-id, metrics, error and request-limit middleware.
     public func router() -> Router<LedgerRequestContext> {
         let registry = LedgerMetrics.bootstrap()
-        let router = Router(context: LedgerRequestContext.self)
+        // HEAD answers as GET does, without the body (a load balancer's or a monitor's check).
+        let router = Router(context: LedgerRequestContext.self, options: .autoGenerateHeadEndpoints)
         router.middlewares.add(RequestIDMiddleware())
         router.middlewares.add(MetricsMiddleware())
         router.middlewares.add(ErrorMiddleware())

@@ -56,6 +56,8 @@ import Testing
                     }
                     let open = try await api.send(method, path, key: nil)
                     #expect(open.status == 200, "\(route) without a key: \(open.status)")
+                    let head = try await api.send(.HEAD, path, key: nil)
+                    #expect(head.status == 200 && head.text.isEmpty, "HEAD \(route.path): \(head.status)")
                     continue
                 }
                 for (label, key) in [("no key", nil), ("garbage", "lk_nope"), ("revoked", revoked.token)] as [(String, String?)] {
@@ -68,6 +70,13 @@ import Testing
                 }
                 let right = try await api.send(method, path, key: api.keys[scope.rawValue], json: [String: Any]())
                 #expect(![401, 403].contains(right.status), "\(route) with its own scope: \(right.status) \(right.text)")
+                if route.method == .get {
+                    // HEAD is GET without the body, behind the same key checks.
+                    let anonymous = try await api.send(.HEAD, path, key: nil)
+                    #expect(anonymous.status == 401 && anonymous.text.isEmpty, "HEAD \(route.path) without a key: \(anonymous.status)")
+                    let head = try await api.send(.HEAD, path, key: api.keys[scope.rawValue])
+                    #expect(head.status == right.status && head.text.isEmpty, "HEAD \(route.path): \(head.status) against \(right.status)")
+                }
                 if route.path.hasPrefix("/v1/apps/") {
                     let foreign = try await api.send(method, path, key: otherAppKey, json: [String: Any]())
                     #expect(foreign.status == 404 && foreign.errorCode == "not_found", "\(route) with another app's key: \(foreign.status) \(foreign.text)")

@@ -118,9 +118,9 @@ struct APIErrorMappingTests {
     func wrongMethods() async throws {
         try await application().test(.router) { client in
             for (method, path, allowed) in [
-                (HTTPRequest.Method.delete, "/v1/apps/com.example.app/users/alice/entitlements", "GET"),
+                (HTTPRequest.Method.delete, "/v1/apps/com.example.app/users/alice/entitlements", "GET, HEAD"),
                 (.get, "/v1/apps/com.example.app/receipts", "POST"),
-                (.post, "/health", "GET"),
+                (.post, "/health", "GET, HEAD"),
             ] {
                 try await client.execute(uri: path, method: method) { response in
                     #expect(response.status == .methodNotAllowed, "\(method) \(path)")
