@@ -33,7 +33,8 @@ let package = Package(
     name: "purchase-ledger",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "ledger", targets: ["ledger"])
+        .executable(name: "ledger", targets: ["ledger"]),
+        .executable(name: "ledger-bench", targets: ["ledger-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
@@ -72,7 +73,7 @@ let package = Package(
         .target(
             name: "LedgerApplication",
             dependencies: [
-                "LedgerDomain", .logging,
+                "LedgerDomain", "LedgerProjections", .crypto, .logging,
             ],
             swiftSettings: swiftSettings
         ),
@@ -94,7 +95,7 @@ let package = Package(
         .target(
             name: "AppStore",
             dependencies: [
-                "LedgerDomain", .asyncHTTPClient, .crypto, .asn1, .x509, .logging, .nioCore, .nioHTTP1, .metrics,
+                "LedgerDomain", "LedgerApplication", .asyncHTTPClient, .crypto, .asn1, .x509, .logging, .nioCore, .nioHTTP1, .metrics,
             ],
             resources: [.copy("Resources")],
             swiftSettings: swiftSettings
@@ -109,10 +110,18 @@ let package = Package(
         .target(
             name: "LedgerHTTP",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "AppStore",
-                .hummingbird, .logging, .metrics, .prometheus, .postgresNIO, .crypto, .nioCore, .nioHTTP1,
+                "LedgerDomain", "LedgerApplication", "LedgerProjections", "AppStore",
+                .hummingbird, .logging, .metrics, .prometheus, .crypto, .nioCore, .nioHTTP1,
             ],
             resources: [.copy("Resources")],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "LedgerRuntime",
+            dependencies: [
+                "AppStore", "LedgerApplication", "LedgerDomain", "LedgerHTTP", "LedgerStore",
+                .asyncHTTPClient, .logging, .serviceLifecycle, .unixSignals,
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -124,9 +133,30 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
+            name: "LedgerCommandLine",
+            dependencies: [
+                "AppStore", "LedgerApplication", "LedgerDomain", "LedgerHTTP", "LedgerRuntime", "LedgerStore", "LocalPostgres",
+                .argumentParser, .logging, .nioCore, .postgresNIO,
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // What ships: production code only (no test support, benchmarks or fuzzer).
+        .executableTarget(
+            name: "ledger",
+            dependencies: [
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP", "LedgerRuntime", "LedgerCommandLine",
+                "LedgerProjections", "LedgerDemo", "AppStore", "AppStoreSimulator",
+                .argumentParser, .asyncHTTPClient, .nioCore, .nioHTTP1, .logging, .serviceLifecycle, .unixSignals,
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Benchmarks, the seeder and the fuzzer: `swift run -c release ledger-bench`, never shipped
+
+        .target(
             name: "LedgerBenchmarks",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "LedgerHTTP",
+                "LedgerDomain", "LedgerApplication", "LedgerStore", "LedgerProjections", "LedgerHTTP", "LedgerRuntime", "LedgerTesting",
                 "AppStore", "AppStoreSimulator", .asyncHTTPClient, .crypto, .x509, .hummingbird, .logging, .nioCore, .nioHTTP1,
                 .postgresNIO, .serviceLifecycle,
             ],
@@ -134,13 +164,13 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
-            name: "ledger",
+            name: "ledger-bench",
             dependencies: [
-                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
-                "LedgerProjections", "LedgerDemo", "LedgerBenchmarks", "AppStore", "AppStoreSimulator",
-                .argumentParser, .asyncHTTPClient, .nioCore, .nioHTTP1, .logging, .serviceLifecycle,
-                .unixSignals,
+                "LedgerBenchmarks", "LedgerTesting", "LedgerCommandLine", "LedgerRuntime", "LedgerHTTP", "LedgerStore", "LocalPostgres",
+                "LedgerDemo", "LedgerDomain", "LedgerApplication", "AppStore", "AppStoreSimulator",
+                .argumentParser, .asyncHTTPClient, .logging, .nioCore, .nioHTTP1, .postgresNIO, .serviceLifecycle, .unixSignals,
             ],
+            path: "Benchmarks/Sources/ledger-bench",
             swiftSettings: swiftSettings
         ),
 
@@ -149,7 +179,7 @@ let package = Package(
         .target(
             name: "LedgerTesting",
             dependencies: [
-                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP",
+                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP", "LedgerRuntime", "AppStore",
                 .asyncHTTPClient, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
                 .serviceLifecycle,
             ],
@@ -201,23 +231,22 @@ let package = Package(
         .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
-                "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections",
-                "LedgerBenchmarks", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioCore, .nioPosix, .nioSSL,
+                "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioCore, .nioPosix, .nioSSL,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerHTTPTests",
             dependencies: [
-                "LedgerHTTP", "LedgerStore", "LedgerApplication", "LedgerProjections", "AppStore", "LedgerTesting",
-                "LedgerDomain", .hummingbird, .hummingbirdTesting, .nioCore, .logging, .metrics, .prometheus,
+                "LedgerHTTP", "LedgerStore", "LedgerApplication", "LedgerProjections", "AppStore", "AppStoreSimulator", "LedgerTesting",
+                "LedgerRuntime", "LedgerDomain", .hummingbird, .hummingbirdTesting, .nioCore, .logging, .metrics, .prometheus,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerEndToEndTests",
             dependencies: [
-                "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerTesting",
+                "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerTesting", "LedgerRuntime",
                 "LedgerDemo", "LedgerProjections", "AppStore", "AppStoreSimulator", .asyncHTTPClient,
                 .hummingbird, .hummingbirdTesting, .postgresNIO, .logging, .nioCore, .nioHTTP1,
                 .serviceLifecycle, .prometheus, .crypto,

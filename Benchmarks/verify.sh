@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build -c release --product ledger >/dev/null
-.build/release/ledger bench verify --receipts "${1:-20000}" --concurrency 16
+swift build -c release --product ledger-bench >/dev/null
+.build/release/ledger-bench verify --receipts "${1:-20000}" --concurrency 16

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import Logging
 import Metrics
@@ -193,14 +194,11 @@ public struct AppStoreReceiptVerifier: ReceiptVerifier {
 
     /// Lower-case hex SHA-256 of the receipt text's UTF-8 bytes.
     public static func sha256Hex(_ receiptData: String) -> String {
-        sha256Hex(Data(receiptData.utf8))
+        ContentHash.sha256Hex(receiptData)
     }
 
     public static func sha256Hex(_ data: Data) -> String {
-        SHA256.hash(data: data).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        ContentHash.sha256Hex(data)
     }
 
     static func timeAmount(_ duration: Duration) -> TimeAmount {

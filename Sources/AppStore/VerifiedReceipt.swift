@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 
 /// A receipt the App Store confirmed, reduced to what the ledger records.
@@ -65,6 +66,12 @@ public struct VerifiedReceipt: Hashable, Sendable {
             receiptHash: receiptSHA256, answerHash: answerSHA256, environment: environment, status: status.code,
             answeredAt: answeredAt, transactions: transactions.map(\.fields), renewalInfo: pendingRenewals.map(\.fields)
         )
+    }
+
+    /// The receipt as posted and the App Store's answer, as the ledger keeps them.
+    public func document(app: String, receiptData: String) -> AppStoreDocument {
+        AppStoreDocument(app: app, receiptHash: receiptSHA256, receiptData: receiptData, answerHash: answerSHA256,
+                         environment: environment.rawValue, status: status.code, answeredAt: answeredAt, answer: answer)
     }
 
     /// SHA-256 (hex) of `answer`.

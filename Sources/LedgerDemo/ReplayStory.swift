@@ -99,21 +99,17 @@ public struct ReplayStory: Sendable {
 
     /// The story's receipts, verified again and recorded as facts, as the receipts route does.
     private func record(_ story: StoryResult, product: Product, client: DatabasePool) async throws {
-        let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger)
-        try await handler.defineProduct(product, app: bundleId)
+        let ledger = PostgresLedger(client: client, logger: logger)
+        _ = try await ledger.commands.defineProduct(product, app: bundleId, metadata: ["source": "ledger demo"])
         for posted in story.receipts {
             let receipt = try await verifier.verify(
                 ReceiptVerificationRequest(receiptData: posted.receipt, sharedSecret: sharedSecret.map(SharedSecret.init)), logger: logger
             )
-            _ = try await handler.execute(app: bundleId, user: story.userId) { state, _ in
-                let decision = try UserDecisions.observeReceipt(
-                    receipt.appStoreAnswer, app: bundleId, deviceId: posted.deviceId, price: posted.price,
-                    currency: posted.price == nil ? nil : "USD", digest: AppStoreReceiptVerifier.sha256Hex, on: state
-                )
-                return (decision.events, ())
-            }
+            let post = RecordAppStoreFacts.Post(app: bundleId, userId: story.userId, deviceId: posted.deviceId, price: posted.price,
+                                                currency: posted.price == nil ? nil : "USD", metadata: ["source": "ledger demo"])
+            _ = try await ledger.recordFacts(receipt.appStoreAnswer, document: receipt.document(app: bundleId, receiptData: posted.receipt), post: post)
         }
-        printer("2. \(story.receipts.count) receipts of \(story.userId) verified again and recorded there as facts")
+        printer("2. \(story.receipts.count) receipts of \(story.userId) verified again and recorded there as facts, as the receipts route records them")
     }
 
     private func replay(client: DatabasePool, user: String) async throws -> Result {

@@ -1,8 +1,9 @@
 import AppStore
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerDomain
-import LedgerHTTP
 import LedgerStore
 import LocalPostgres
 
@@ -45,29 +46,31 @@ struct AppStoreCommand: AsyncParsableCommand {
                 guard let parsed = StoreEnvironment(rawValue: name) else { throw CommandFailure(message: "--environment is production or sandbox, not '\(name)'") }
                 environment = parsed
             }
-            let verifier = try Serve.signedPayloadVerifier(trustSimulatorRoot ?? variables["LEDGER_TRUST_SIMULATOR_ROOT"], logger: logger)
+            let verifier = try ServeOptions.signedPayloadVerifier(trustSimulatorRoot ?? variables["LEDGER_TRUST_SIMULATOR_ROOT"], logger: logger)
             let secrets = try options.secretSealer()
             let roles = try await options.databaseRoles(logger: logger)
             try await roles.prepareSchema(logger: logger)
             let (app, user, transaction, chosen) = (app, user, transaction, environment)
-            let configuration = LedgerAPI.Configuration(signedPayloads: verifier, serverAPI: .fromEnvironment(variables))
-            let result: LedgerAPI.Backfill
+            let history = AppStoreServerAPI(configuration: .fromEnvironment(variables), verifier: verifier)
+            let result: BackfillHistory.Result
             do {
                 result = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
-                    let api = LedgerAPI(client: client, verifier: AppStoreReceiptVerifier(configuration: .fromEnvironment(variables)),
-                                        configuration: configuration, secrets: secrets, logger: logger)
-                    return try await api.backfill(app: app, user: user, transactionId: transaction, environment: chosen, logger: logger)
+                    let ledger = PostgresLedger(client: client, secrets: secrets, logger: logger)
+                    let backfill = BackfillHistory(handler: ledger.handler, archive: ledger.archive, inbox: ledger.inbox, directory: ledger.registry,
+                                                   source: history, logger: logger)
+                    return try await backfill(app: app, user: user, transactionId: transaction, environment: chosen)
                 }
             } catch let error as BackfillError {
                 throw CommandFailure(message: error.message)
             }
+            let recording = result.recording
             Output.line("\(app), \(user): Apple's \(result.environment.rawValue) history of \(transaction) lists \(result.fetched) transaction(s)")
-            for item in result.recorded {
+            for item in recording.recorded {
                 Output.line("  recorded at \(item.position): " + [item.kind, item.transactionId, item.productId].compactMap { $0 }.joined(separator: " "))
             }
-            if !result.duplicates.isEmpty { Output.line("  already recorded: \(result.duplicates.joined(separator: ", "))") }
-            if !result.notRecorded.isEmpty { Output.line("  held by another user of the app, not recorded: \(result.notRecorded.joined(separator: ", "))") }
-            Output.line(result.recorded.isEmpty ? "nothing new (log position \(result.position))" : "log position \(result.position)")
+            if !recording.duplicates.isEmpty { Output.line("  already recorded: \(recording.duplicates.map(\.transactionId).joined(separator: ", "))") }
+            if !recording.notRecorded.isEmpty { Output.line("  held by another user of the app, not recorded: \(recording.notRecorded.joined(separator: ", "))") }
+            Output.line(recording.recorded.isEmpty ? "nothing new (log position \(recording.position))" : "log position \(recording.position)")
         }
     }
 }

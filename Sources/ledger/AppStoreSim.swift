@@ -2,6 +2,8 @@ import AppStore
 import AppStoreSimulator
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerDomain
 import Logging
 import ServiceLifecycle

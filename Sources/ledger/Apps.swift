@@ -1,6 +1,8 @@
 import AppStore
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerStore
 import LocalPostgres
 

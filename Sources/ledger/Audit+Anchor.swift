@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerStore
 import LocalPostgres
 

@@ -1,5 +1,7 @@
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerDomain
 import LedgerStore
 import LocalPostgres
@@ -45,7 +47,7 @@ extension Audit {
             let logger = try options.makeLogger()
             let settings = try await options.databaseSettings(logger: logger)
             let auditFilter = try filter.auditFilter()
-            let (app, groupings) = (filter.app, AuditQueries.groupings(try groupings(), for: auditFilter))
+            let (app, groupings) = (filter.app, AuditGrouping.effective(try groupings(), for: auditFilter))
             let rows: [AuditSummaryRow]
             do {
                 rows = try await LedgerDatabase.withClient(settings, logger: logger) { client in

@@ -1,4 +1,6 @@
 import ArgumentParser
+import LedgerApplication
+import LedgerCommandLine
 import LedgerStore
 import LocalPostgres
 

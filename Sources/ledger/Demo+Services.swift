@@ -1,33 +1,14 @@
 import AppStore
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerDemo
 import LedgerHTTP
+import LedgerRuntime
 import LedgerStore
 import LocalPostgres
 import Logging
 import ServiceLifecycle
-
-/// The ledger as `ledger serve` runs it, with the simulator as its App Store, on a free port.
-struct DemoLedgerService: Service {
-    let roles: DatabaseRoles
-    let secrets: SecretSealer
-    let simulatorPort: ServerPort
-    let ledgerPort: ServerPort
-    /// Apple's root and the simulator's: the demo's StoreKit 2 story is signed by the simulator.
-    let signedPayloads: SignedPayloadVerifier
-    let logger: Logger
-
-    func run() async throws {
-        let simulator = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
-        let appStore = AppStoreConfiguration(productionURL: simulator + "/production/verifyReceipt",
-                                             sandboxURL: simulator + "/sandbox/verifyReceipt")
-        // The demo's group handles the signals; this nested group shuts down when it does.
-        try await Serve.serve(
-            roles: roles, configuration: .init(host: "127.0.0.1", port: 0, api: .init(signedPayloads: signedPayloads)), appStore: appStore, secrets: secrets,
-            logger: logger, gracefulShutdownSignals: []
-        ) { port in ledgerPort.report(port) }
-    }
-}
 
 /// Registers the demo's app, tells the stories, prints where to look next; returning shuts the demo down.
 struct DemoStoriesService: Service {

@@ -2,8 +2,11 @@ import AppStore
 import AppStoreSimulator
 import ArgumentParser
 import Foundation
+import LedgerApplication
+import LedgerCommandLine
 import LedgerDemo
 import LedgerDomain
+import LedgerRuntime
 import LedgerStore
 import LocalPostgres
 import Logging

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import LedgerApplication
+import LedgerCommandLine
 import LedgerDomain
 import LedgerHTTP
 import LedgerStore

@@ -65,7 +65,7 @@ import Testing
     }
 }
 
-/// Regressions the fuzzer found (`ledger bench fuzz`).
+/// Regressions the fuzzer found (`ledger-bench fuzz`).
 @Suite struct AppStoreDateFuzzRegressionTests {
     /// `00:00:1e300` crashed the whole ledger: the seconds were read as a `Double` and made whole
     /// with `Int(_:)`, which traps on values out of range, infinity and NaN. Now they are unreadable.

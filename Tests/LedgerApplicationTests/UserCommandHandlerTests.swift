@@ -11,15 +11,15 @@ import Testing
 struct UserCommandHandlerTests {
     static let app = "com.example.app"
 
-    static func handler(_ store: InMemoryEventStore) async throws -> UserCommandHandler<InMemoryEventStore> {
+    static func handler(_ store: InMemoryEventStore) async throws -> UserCommandHandler {
         let handler = UserCommandHandler(store: store, logger: quietLogger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: app)
         return handler
     }
 
     static func postReceipt(
-        _ handler: UserCommandHandler<InMemoryEventStore>, user: String, _ transactions: [TestTransaction]
-    ) async throws -> UserCommandHandler<InMemoryEventStore>.Outcome<[String]> {
+        _ handler: UserCommandHandler, user: String, _ transactions: [TestTransaction]
+    ) async throws -> UserCommandHandler.Outcome<[String]> {
         try await handler.execute(app: app, user: user) { state, _ in
             let decision = try TestReceipts.observe(transactions, app: app, on: state)
             return (decision.events, decision.duplicates)

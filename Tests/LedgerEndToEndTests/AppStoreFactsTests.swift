@@ -1,5 +1,5 @@
-import Foundation
 import AppStore
+import Foundation
 import LedgerDomain
 import LedgerHTTP
 import LedgerStore
@@ -91,7 +91,7 @@ import Testing
             let receipts = try await api.client.query("SELECT receipt_hash, receipt_data FROM ledger.receipts").collect()
                 .map { try $0.decode((String, String).self) }
             #expect(receipts.count == 1 && receipts.first?.0 == receiptHash && receipts.first?.1 == bought.receipt)
-            let answers = try await ReceiptArchive(client: api.client, logger: APIHarness.logger).answers(toReceipt: receiptHash)
+            let answers = try await PostgresDocumentArchive(client: api.client, logger: APIHarness.logger).answers(toReceipt: receiptHash)
             #expect(answers.count >= 1)
             for answer in answers {
                 #expect(AppStoreReceiptVerifier.sha256Hex(Data(answer.answer.utf8)) == answer.answerHash, "kept byte for byte")
@@ -113,7 +113,7 @@ import Testing
                     try await api.client.query(PostgresQuery(unsafeSQL: statement)).collect()
                 }
             }
-            #expect(try await ReceiptArchive(client: api.client, logger: APIHarness.logger).receipt(receiptHash) == bought.receipt)
+            #expect(try await PostgresDocumentArchive(client: api.client, logger: APIHarness.logger).receipt(receiptHash) == bought.receipt)
         }
     }
 

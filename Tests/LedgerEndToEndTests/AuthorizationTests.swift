@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import LedgerApplication
 import LedgerHTTP
 import LedgerStore
 import LedgerTesting

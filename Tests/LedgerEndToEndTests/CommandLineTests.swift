@@ -17,7 +17,8 @@ import Testing
     /// so a long export never blocks on a full pipe.
     /// With `output`, standard output goes there instead (and `Run.output` is empty).
     static func ledger(
-        _ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:], output: FileHandle? = nil
+        _ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:], output: FileHandle? = nil,
+        program: URL = ServerCrashTests.program
     ) async throws -> Run {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-export-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -27,7 +28,7 @@ import Testing
               FileManager.default.createFile(atPath: errorFile.path, contents: nil)
         else { throw HarnessError(message: "cannot create output files in \(directory.path)") }
         let process = Process()
-        process.executableURL = ServerCrashTests.program
+        process.executableURL = program
         process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
@@ -40,7 +41,7 @@ import Testing
         while process.isRunning {
             guard ContinuousClock.now < deadline else {
                 process.terminate()
-                throw HarnessError(message: "ledger \(arguments.joined(separator: " ")) did not finish within 60 s")
+                throw HarnessError(message: "\(program.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within 60 s")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -49,6 +50,11 @@ import Testing
             output: try String(contentsOf: outputFile, encoding: .utf8),
             errors: try String(contentsOf: errorFile, encoding: .utf8)
         )
+    }
+
+    /// Runs `ledger-bench ARGUMENTS` (the benchmarks and the fuzzer) as `ledger` is run.
+    static func ledgerBench(_ arguments: [String], database: DatabaseSettings, environment extra: [String: String?] = [:]) async throws -> Run {
+        try await ledger(arguments, database: database, environment: extra, program: ServerCrashTests.benchProgram)
     }
 
     @Test func theExportedCSVIsTheAPIsCSVByteForByteAndFiltersAndMistakesAreHandled() async throws {
@@ -161,40 +167,40 @@ import Testing
         try await TestDatabase.withDatabase { _, settings in
             let owner = try await TestDatabase.ownerSettings(for: settings)
             let withOwner: [String: String?] = ["LEDGER_OWNER_DATABASE_URL": owner.url(showingPassword: true)]
-            let fuzz = try await Self.ledger(["bench", "fuzz", "--cases", "40", "--seed", "13"], database: settings, environment: withOwner)
+            let fuzz = try await Self.ledgerBench(["fuzz", "--cases", "40", "--seed", "13"], database: settings, environment: withOwner)
             #expect(fuzz.status == 0, "\(fuzz.errors)")
             #expect(fuzz.output.contains("total cases=40 "), "\(fuzz.output)")
             #expect(fuzz.output.contains("crash=0 5xx=0 unexplained=0 recorded-on-refusal=0 projection-failed=0"), "\(fuzz.output)")
-            let append = try await Self.ledger(["bench", "append", "--events", "40", "--concurrency", "2"], database: settings, environment: withOwner)
+            let append = try await Self.ledgerBench(["append", "--events", "40", "--concurrency", "2"], database: settings, environment: withOwner)
             #expect(append.status == 0, "\(append.errors)")
             #expect(append.output.contains("ratio"), "\(append.output)")
 
             // Reads through a `ledger serve` child against pgbench: needs wrk and pgbench (.ci/run installs wrk).
-            let reads = try await Self.ledger(
-                ["bench", "reads", "--users", "20", "--events", "400", "--duration", "1", "--connections", "4"], database: settings, environment: withOwner
+            let reads = try await Self.ledgerBench(
+                ["reads", "--users", "20", "--events", "400", "--duration", "1", "--connections", "4"], database: settings, environment: withOwner
             )
             #expect(reads.status == 0, "\(reads.errors)")
             for line in ["ledger serve, log at info (wrk)", "ledger serve, log at warning (wrk)", "one SQL statement (pgbench)", "ratio (ledger, log at info / pgbench)"] {
                 #expect(reads.output.contains(line), "\(reads.output)")
             }
 
-            let history = try await Self.ledger(
-                ["bench", "history", "--events", "200", "--short", "10", "--long", "100"], database: settings, environment: withOwner
+            let history = try await Self.ledgerBench(
+                ["history", "--events", "200", "--short", "10", "--long", "100"], database: settings, environment: withOwner
             )
             #expect(history.status == 0, "\(history.errors)")
             for line in ["10 events per user", "100 events per user", "ratio (long / short): writes "] {
                 #expect(history.output.contains(line), "\(history.output)")
             }
-            let catalog = try await Self.ledger(["bench", "catalog", "--users", "40", "--buyers-every", "4"], database: settings, environment: withOwner)
+            let catalog = try await Self.ledgerBench(["catalog", "--users", "40", "--buyers-every", "4"], database: settings, environment: withOwner)
             #expect(catalog.status == 0, "\(catalog.errors)")
             let gems = catalog.output.split(separator: "\n").first { $0.hasPrefix("first definition of gems.pack") }
             #expect(gems?.split(separator: " ").dropFirst(7).first == "10", "ten of the forty bought gems.pack first: \(catalog.output)")
-            let backwards = try await Self.ledger(["bench", "history", "--short", "100", "--long", "10"], database: settings, environment: withOwner)
+            let backwards = try await Self.ledgerBench(["history", "--short", "100", "--long", "10"], database: settings, environment: withOwner)
             #expect(backwards.status != 0)
             #expect(backwards.errors.contains("--short (100) must be below --long (10)"), "\(backwards.errors)")
 
             // The server's role alone may not create databases: the command says what to give it.
-            let alone = try await Self.ledger(["bench", "fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
+            let alone = try await Self.ledgerBench(["fuzz", "--cases", "1"], database: settings, environment: ["LEDGER_OWNER_DATABASE_URL": nil])
             #expect(alone.status != 0)
             #expect(alone.errors.contains("may not create or drop databases"), "\(alone.errors)")
         }

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDemo
 import LedgerStore
 import LedgerTesting

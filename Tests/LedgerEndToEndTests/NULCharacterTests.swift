@@ -5,7 +5,7 @@ import NIOHTTP1
 import PostgresNIO
 import Testing
 
-/// Regressions the fuzzer found (`ledger bench fuzz`): U+0000 in free text reached PostgreSQL,
+/// Regressions the fuzzer found (`ledger-bench fuzz`): U+0000 in free text reached PostgreSQL,
 /// which stores it neither in `text` nor in `jsonb` (SQLSTATE 22P05), and the request failed
 /// with a 500 instead of saying what was wrong.
 @Suite struct NULCharacterTests {

@@ -17,9 +17,14 @@ import Testing
 /// and every projection equals a rebuild from the log.
 @Suite struct ServerCrashTests {
     /// The `ledger` program `swift build` made beside the tests.
-    static var program: URL {
+    static var program: URL { built("ledger") }
+
+    /// The benchmarks' and fault tests' program, `ledger-bench` (never shipped).
+    static var benchProgram: URL { built("ledger-bench") }
+
+    private static func built(_ name: String) -> URL {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent(".build/debug/ledger")
+            .appendingPathComponent(".build/debug/\(name)")
     }
 
     /// `ledger serve` as a child process on a free port, its log in a file.
@@ -28,22 +33,23 @@ import Testing
         let base: String
 
         static func start(
-            database: DatabaseSettings, appStore: String, secretKey: String, log: URL, environment extra: [String: String] = [:]
+            database: DatabaseSettings, appStore: String, secretKey: String, log: URL, killAt faultPoint: String? = nil
         ) async throws -> Server {
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw HarnessError(message: "cannot create the server's log file \(log.path)")
             }
             let process = Process()
-            process.executableURL = ServerCrashTests.program
+            // A fault point is `ledger-bench serve --kill-at`: the shipped `ledger` has none.
+            process.executableURL = faultPoint == nil ? ServerCrashTests.program : ServerCrashTests.benchProgram
             // LEDGER_TEST_SERVE_LOG_LEVEL=debug shows the pool's and the service group's own log.
             process.arguments = ["serve", "--port", "0", "--log-level", ProcessInfo.processInfo.environment["LEDGER_TEST_SERVE_LOG_LEVEL"] ?? "info"]
+                + (faultPoint.map { ["--kill-at", $0] } ?? [])
             var environment = ProcessInfo.processInfo.environment
             environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
             environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
             environment["LEDGER_APPSTORE_SANDBOX_URL"] = appStore
             environment["LEDGER_SECRET_KEY"] = secretKey
             environment["LEDGER_SECRET_KEY_FILE"] = nil
-            environment.merge(extra) { $1 }
             process.environment = environment
             let output = try FileHandle(forWritingTo: log)
             process.standardOutput = output
@@ -168,7 +174,7 @@ extension ServerCrashTests {
 
                 let logFile = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-failpoint-\(UUID().uuidString).log")
                 defer { try? FileManager.default.removeItem(at: logFile) }
-                let doomed = try await served.startServer(database: settings, log: logFile, environment: ["LEDGER_FAILPOINT": "after-command-append"])
+                let doomed = try await served.startServer(database: settings, log: logFile, killAt: "after-command-append")
                 let ingested = try await APIHarness.send(.POST, doomed.base + "/v1/apps/\(app)/receipts", key: key,
                                                          json: ["userId": "alice", "deviceId": "phone", "receiptData": receipt])
                 #expect(ingested.status == 200, "\(ingested.text)")

@@ -1,6 +1,7 @@
 import AppStore
 import AppStoreSimulator
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
 import LedgerStore
@@ -381,26 +382,23 @@ import Testing
     @Test func aBackfillRecordsACustomersHistoryOnceAndLeavesAnotherUsersTransactions() async throws {
         try await Self.run { api, _ in
             try await api.defineProduct("coins.5", type: "consumable", simulatorOptions: ["price": "0.49", "currency": "USD"])
-            let ledger = try api.inProcessAPI()
+            let backfill = try api.backfill()
             // No key yet: the refusal says how to add one.
             let first = try await api.buy("lee", "coins.5")
             await #expect(throws: BackfillError.self) {
-                try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil, logger: APIHarness.logger)
+                try await backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil)
             }
             try await api.giveServerAPIKey()
             _ = try await api.buy("lee", "coins.5")
-            let backfill = try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil,
-                                                     logger: APIHarness.logger)
-            #expect(backfill.environment == .sandbox, "production did not know it; the sandbox did")
-            #expect(backfill.fetched == 2 && backfill.recorded.filter { $0.kind == "purchase" }.count == 2, "\(backfill.recorded)")
-            let again = try await ledger.backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: .sandbox,
-                                                  logger: APIHarness.logger)
-            #expect(again.recorded.isEmpty && again.duplicates.count == 2)
+            let fetched = try await backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: nil)
+            #expect(fetched.environment == .sandbox, "production did not know it; the sandbox did")
+            #expect(fetched.fetched == 2 && fetched.recording.recorded.filter { $0.kind == "purchase" }.count == 2, "\(fetched.recording.recorded)")
+            let again = try await backfill(app: Self.app, user: "lee", transactionId: first.transactionId, environment: .sandbox)
+            #expect(again.recording.recorded.isEmpty && again.recording.duplicates.count == 2)
             // Another user of the app asking for lee's history records nothing of it.
-            let other = try await ledger.backfill(app: Self.app, user: "mallory", transactionId: first.transactionId, environment: .sandbox,
-                                                  logger: APIHarness.logger)
-            #expect(other.recorded.isEmpty && other.notRecorded.count == 2)
-            let balances = try await api.send(.GET, "/v1/apps/\(Self.app)/users/lee/balances?minPosition=\(backfill.position)", key: api.keys["read"])
+            let other = try await backfill(app: Self.app, user: "mallory", transactionId: first.transactionId, environment: .sandbox)
+            #expect(other.recording.recorded.isEmpty && other.recording.notRecorded.count == 2)
+            let balances = try await api.send(.GET, "/v1/apps/\(Self.app)/users/lee/balances?minPosition=\(fetched.recording.position)", key: api.keys["read"])
             #expect((balances.json["balances"] as? [[String: Any]])?.first?["balance"] as? Int == 2, "\(balances.text)")
         }
     }
@@ -464,12 +462,14 @@ extension APIHarness {
         return listed.json["signedTransactions"] as? [String] ?? []
     }
 
-    /// The ledger's API in this process, as `ledger appstore backfill` makes it.
-    func inProcessAPI() throws -> LedgerAPI {
-        var configuration = LedgerAPI.Configuration(signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority!.root]))
-        configuration.serverAPI = .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox")
-        return LedgerAPI(client: client, verifier: AppStoreReceiptVerifier(configuration: AppStoreConfiguration()), configuration: configuration,
-                         secrets: secrets, logger: Self.logger)
+    /// The backfill use case in this process, as `ledger appstore backfill` makes it.
+    func backfill() throws -> BackfillHistory {
+        let verifier = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority!.root])
+        let history = AppStoreServerAPI(configuration: .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox"),
+                                        verifier: verifier)
+        let ledger = PostgresLedger(client: client, secrets: secrets, logger: Self.logger)
+        return BackfillHistory(handler: ledger.handler, archive: ledger.archive, inbox: ledger.inbox, directory: ledger.registry,
+                               source: history, logger: Self.logger)
     }
 
     func eventCount() async throws -> Int {

@@ -1,4 +1,5 @@
 import Hummingbird
+import LedgerApplication
 import LedgerHTTP
 import LedgerStore
 import LedgerTesting

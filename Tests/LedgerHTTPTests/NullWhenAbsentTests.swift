@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 @testable import LedgerHTTP
 import Testing
 

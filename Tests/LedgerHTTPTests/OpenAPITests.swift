@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
+import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
 import LedgerProjections

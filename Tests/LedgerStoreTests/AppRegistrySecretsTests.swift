@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerStore
 import LedgerTesting
 import LocalPostgres

@@ -2,8 +2,8 @@ import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -26,7 +26,7 @@ struct AuditQueriesTests {
     }
 
     static func record(
-        _ handler: UserCommandHandler<PostgresEventStore>, app: String, user: String, device: String = "phone",
+        _ handler: UserCommandHandler, app: String, user: String, device: String = "phone",
         _ transaction: (TestTransaction, StoreEnvironment), price: String? = nil, currency: String? = nil
     ) async throws {
         _ = try await handler.execute(app: app, user: user) { state, _ in
@@ -40,7 +40,7 @@ struct AuditQueriesTests {
     /// the catalog, and two
     /// products the catalog does not know (one bought on a device whose id needs CSV quoting).
     /// App B: one purchase by a user with the same id as one of A's.
-    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         for app in [appA, appB] {
             try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)

@@ -2,8 +2,8 @@ import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -13,7 +13,7 @@ struct CatalogChangeTests {
     static let logger = TestDatabase.logger
 
     /// Twelve seeded users; the first four also bought `gems`, and the next three `rubies`, products the catalog does not know yet.
-    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool) async throws -> UserCommandHandler {
         let handler = try await ProjectionRunnerTests.seed(client, users: 12)
         for (index, product) in [(0, "gems"), (1, "gems"), (2, "gems"), (3, "gems"), (4, "rubies"), (5, "rubies"), (6, "rubies")] {
             _ = try await handler.execute(app: app, user: "u\(index)") { state, _ in
@@ -26,7 +26,7 @@ struct CatalogChangeTests {
 
     static let rubyBuyers = 3
 
-    static func allRowsMatch(_ handler: UserCommandHandler<PostgresEventStore>, _ client: DatabasePool) async throws {
+    static func allRowsMatch(_ handler: UserCommandHandler, _ client: DatabasePool) async throws {
         for projection in Projections.all {
             let expected = try await ProjectionRunnerTests.expectedRows(projection, handler, users: 12)
             let actual = try await ProjectionRunnerTests.tableRows(projection, client)

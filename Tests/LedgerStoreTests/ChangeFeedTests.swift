@@ -1,7 +1,8 @@
 import Foundation
+import LedgerApplication
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import Logging
 import PostgresNIO
 import Testing

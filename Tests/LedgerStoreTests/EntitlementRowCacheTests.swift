@@ -1,3 +1,4 @@
+import LedgerApplication
 import LedgerProjections
 @testable import LedgerStore
 import Synchronization
@@ -8,9 +9,9 @@ struct EntitlementRowCacheTests {
     static let alice = "user/com.example.app/alice"
     static let bob = "user/com.example.app/bob"
 
-    static func rows(_ balance: Int64) -> UserReadModels.EntitlementRows {
-        var rows = UserReadModels.EntitlementRows()
-        rows.balances = [UserReadModels.Balance(productId: "coins.100", purchased: balance, consumed: 0, balance: balance, overdrawn: false)]
+    static func rows(_ balance: Int64) -> EntitlementRows {
+        var rows = EntitlementRows()
+        rows.balances = [EntitlementRows.Balance(productId: "coins.100", purchased: balance, consumed: 0, balance: balance, overdrawn: false)]
         rows.userExists = true
         return rows
     }
@@ -38,7 +39,7 @@ struct EntitlementRowCacheTests {
         return asked.withLock { $0 }
     }
 
-    static func keep(_ cache: EntitlementRowCache, _ stream: String, _ rows: UserReadModels.EntitlementRows, at position: Int64) throws {
+    static func keep(_ cache: EntitlementRowCache, _ stream: String, _ rows: EntitlementRows, at position: Int64) throws {
         guard case .miss(let epoch) = cache.lookup(stream, at: position) else { Issue.record("expected a miss"); return }
         cache.keep(rows, for: stream, epoch: try #require(epoch))
     }

@@ -1,8 +1,8 @@
 import Foundation
 import LedgerApplication
 import LedgerDomain
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import Testing
 
 @Suite("A command starts from the fold kept of its stream and reads only what was appended since")
@@ -10,7 +10,7 @@ struct KeptFoldsTests {
     static let app = "com.example.app"
     static let logger = TestDatabase.logger
 
-    static func handler(_ client: DatabasePool, kept: KeptFolds?) -> UserCommandHandler<PostgresEventStore> {
+    static func handler(_ client: DatabasePool, kept: KeptFolds?) -> UserCommandHandler {
         UserCommandHandler(store: PostgresEventStore(client: client, logger: logger), logger: logger, kept: kept)
     }
 

@@ -2,8 +2,8 @@ import Foundation
 import LedgerBenchmarks
 import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -13,7 +13,7 @@ struct ProjectionPropertyTests {
     func incrementalEqualsRebuild(seed: Int) async throws {
         try await TestDatabase.withDatabase("property\(seed)") { client, settings in
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
-            let seeder = HistorySeeder(store: store, logger: TestDatabase.logger)
+            let seeder = HistorySeeder(ledger: PostgresLedger(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
             _ = try await seeder.run(.init(apps: 2, users: 6, events: 300, concurrency: 3, seed: UInt64(seed)))
             // Each append to a user's stream is one command; a command that found nothing new (a
             // duplicate post) appended nothing, so the seeder counts at least as many.

@@ -3,8 +3,8 @@ import LedgerApplication
 import LedgerDomain
 import LedgerDomainTesting
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -25,7 +25,7 @@ struct ProjectionRowDiffTests {
     }
 
     /// Every projection's table holds exactly the rows the pure projection gives, each once.
-    static func tablesHoldExactly(_ handler: UserCommandHandler<PostgresEventStore>, _ client: DatabasePool, users: Int) async throws {
+    static func tablesHoldExactly(_ handler: UserCommandHandler, _ client: DatabasePool, users: Int) async throws {
         let catalog = try await handler.reader.catalog(app: app)
         for projection in Projections.all {
             var expected = 0

@@ -2,8 +2,8 @@ import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -12,7 +12,7 @@ struct ProjectionRunnerTests {
     static let app = "com.example.app"
 
     /// A history across many users: purchases, consumption, a refund, non-renewing stacks.
-    static func seed(_ client: DatabasePool, users: Int) async throws -> UserCommandHandler<PostgresEventStore> {
+    static func seed(_ client: DatabasePool, users: Int) async throws -> UserCommandHandler {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable), app: app)
         try await handler.defineProduct(try Product(productId: "levels", type: .nonConsumable), app: app)
@@ -43,7 +43,7 @@ struct ProjectionRunnerTests {
     }
 
     /// The rows a rebuild from scratch gives, straight from the pure projection.
-    static func expectedRows(_ projection: any UserProjection.Type, _ handler: UserCommandHandler<PostgresEventStore>, users: Int) async throws -> Set<[String?]> {
+    static func expectedRows(_ projection: any UserProjection.Type, _ handler: UserCommandHandler, users: Int) async throws -> Set<[String?]> {
         let catalog = try await handler.reader.catalog(app: app)
         var rows = Set<[String?]>()
         for index in 0..<users {

@@ -2,8 +2,8 @@ import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -13,7 +13,7 @@ struct ProjectionSwitchTests {
     static let projection = ConsumableBalancesProjection.self
 
     /// One more consumable purchase for a seeded user.
-    static func buy(_ handler: UserCommandHandler<PostgresEventStore>, user: Int, _ transaction: String) async throws {
+    static func buy(_ handler: UserCommandHandler, user: Int, _ transaction: String) async throws {
         _ = try await handler.execute(app: ProjectionRunnerTests.app, user: "u\(user)") { state, _ in
             let decision = try TestReceipts.observe(
                 [TestTransaction(transaction, "coins", quantity: 2, purchased: Date(timeIntervalSince1970: 1_767_225_600))],

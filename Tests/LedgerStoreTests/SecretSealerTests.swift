@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerApplication
 import LedgerStore
 import Testing
 

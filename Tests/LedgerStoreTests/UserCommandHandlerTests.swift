@@ -1,8 +1,8 @@
 import Foundation
 import LedgerApplication
 import LedgerDomain
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 
@@ -10,14 +10,14 @@ import Testing
 struct UserCommandHandlerTests {
     static let app = "com.example.app"
 
-    func handler(_ client: DatabasePool) async throws -> UserCommandHandler<PostgresEventStore> {
+    func handler(_ client: DatabasePool) async throws -> UserCommandHandler {
         let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
         try await handler.defineProduct(try Product(productId: "coins", type: .consumable, prices: ["USD": "0.99"]), app: Self.app)
         return handler
     }
 
-    func postReceipt(_ handler: UserCommandHandler<PostgresEventStore>, user: String, _ transactions: [TestTransaction]) async throws
-        -> UserCommandHandler<PostgresEventStore>.Outcome<[String]> {
+    func postReceipt(_ handler: UserCommandHandler, user: String, _ transactions: [TestTransaction]) async throws
+        -> UserCommandHandler.Outcome<[String]> {
         try await handler.execute(app: Self.app, user: user) { state, _ in
             let decision = try TestReceipts.observe(transactions, app: Self.app, on: state)
             return (decision.events, decision.duplicates)

@@ -133,7 +133,7 @@ public struct AppendBenchmark: Sendable {
             "deviceId":"device-\(index % 997)","price":"0.99","currency":"USD",\
             "receiptHash":"\(String(repeating: String(format: "%08x", UInt32(truncatingIfNeeded: index &* 2_654_435_761)), count: 8))"}
             """
-        let metadata = #"{"requestId":"\#(eventID.uuidString)","apiKeyId":"bench","source":"ledger bench append"}"#
+        let metadata = #"{"requestId":"\#(eventID.uuidString)","apiKeyId":"bench","source":"ledger-bench append"}"#
         return Row(eventID: eventID, key: "appstore/com.example.app/production/payment/\(transactionID)", data: data, metadata: metadata)
     }
 

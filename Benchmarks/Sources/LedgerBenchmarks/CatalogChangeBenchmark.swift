@@ -2,6 +2,7 @@ import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerStore
+import LedgerTesting
 import Logging
 import PostgresNIO
 
@@ -61,7 +62,7 @@ public struct CatalogChangeBenchmark: Sendable {
         progress: @escaping @Sendable (Stage) -> Void = { _ in }
     ) async throws -> Result {
         let store = PostgresEventStore(client: client, logger: logger)
-        let seeder = HistorySeeder(store: store, logger: logger)
+        let seeder = HistorySeeder(ledger: PostgresLedger(client: client, logger: logger), logger: logger)
         let app = HistorySeeder.app(0)
         let seedStarted = ContinuousClock.now
         var written = try await seeder.run(.init(apps: 1, users: options.users, events: 1, concurrency: options.concurrency)) { seeded in

@@ -1,6 +1,8 @@
 import Foundation
+import LedgerApplication
 import LedgerProjections
 import LedgerStore
+import LedgerTesting
 import Logging
 import PostgresNIO
 
@@ -66,7 +68,7 @@ public struct HistoryLengthBenchmark: Sendable {
         progress(.seeding(users: users, perUser: perUser))
         let store = PostgresEventStore(client: client, logger: logger)
         let seedStarted = ContinuousClock.now
-        let seeder = HistorySeeder(store: store, logger: logger)
+        let seeder = HistorySeeder(ledger: PostgresLedger(client: client, logger: logger), logger: logger)
         let written = try await seeder.run(
             .init(apps: 1, users: users, events: options.events, concurrency: options.writers)
         ) { seeded in

@@ -4,7 +4,7 @@ import LedgerTesting
 import Testing
 
 /// The fuzzer's run in the suite: 2,000 cases with a fixed seed through the parser and the real
-/// server over a real PostgreSQL. `ledger bench fuzz` runs the same with 100,000.
+/// server over a real PostgreSQL. `ledger-bench fuzz` runs the same with 100,000.
 @Suite struct MutationFuzzerTests {
     static let seed: UInt64 = 13
     static let cases = 2_000

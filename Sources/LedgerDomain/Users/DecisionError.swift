@@ -5,6 +5,7 @@ public struct DecisionError: Error, Hashable, Sendable, CustomStringConvertible 
         case notConsumable = "not_consumable"
         case invalidQuantity = "invalid_quantity"
         case unknownTransaction = "unknown_transaction"
+        case unknownProduct = "unknown_product"
         case alreadyRevoked = "already_revoked"
         case invalidInput = "invalid_input"
     }
@@ -34,6 +35,15 @@ public struct DecisionError: Error, Hashable, Sendable, CustomStringConvertible 
 
     public static func unknownTransaction(_ transactionId: String) -> Self {
         .init(.unknownTransaction, "transaction \(transactionId) is not recorded for this user")
+    }
+
+    /// No user of the app holds the transaction (a command naming it finds no stream to act on).
+    public static func unrecordedTransaction(_ transactionId: String, app: String) -> Self {
+        .init(.unknownTransaction, "transaction \(transactionId) is not recorded for any user of \(app)")
+    }
+
+    public static func unknownProduct(_ productId: String) -> Self {
+        .init(.unknownProduct, "product \(productId) is neither in the app's catalog nor bought by this user")
     }
 
     public static func alreadyRevoked(_ transactionId: String) -> Self {

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import Logging
 import PostgresNIO
@@ -7,7 +8,7 @@ import PostgresNIO
 /// Apps and their API keys. Keys are `lk_<id>_<secret>`; only the SHA-256 of the secret is stored,
 /// so a leaked database does not leak working keys. App Store shared secrets are stored sealed
 /// with `secrets` (`SecretSealer`), whose key the database never sees.
-public struct AppRegistry: Sendable {
+public struct AppRegistry: AppDirectory, Sendable {
 
     let client: DatabasePool
     let logger: Logger
@@ -53,19 +54,6 @@ public struct AppRegistry: Sendable {
             """, thenConfirmCommit: true, logger: logger)
         for try await inserted in rows.decode(Bool.self) { return inserted }
         return false
-    }
-
-    /// An App Store Server API key of an app, the private key opened.
-    public struct ServerAPIKey: Sendable, Hashable {
-        public let keyID: String
-        public let issuerID: String
-        public let privateKeyPEM: String
-
-        public init(keyID: String, issuerID: String, privateKeyPEM: String) {
-            self.keyID = keyID
-            self.issuerID = issuerID
-            self.privateKeyPEM = privateKeyPEM
-        }
     }
 
     /// Stores (or replaces) the app's App Store Server API key, the private key sealed; refused

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import Logging
 import PostgresNIO
 
@@ -10,18 +11,7 @@ import PostgresNIO
 /// only refuses the key with another request and replays the first answer byte for byte. Its
 /// insert is its own short transaction, committed before the command runs: the command's append
 /// must be the first write of its transaction (the log's gap guard).
-public struct IdempotencyStore: Sendable {
-    /// What a request under a key should do.
-    public enum Claim: Sendable, Hashable {
-        /// No answer is kept for the key (it is new, or its first request is running or died):
-        /// run the command, whose append is the claim, then `complete` or `release`.
-        case claimed
-        /// The key was used with another request.
-        case mismatch
-        /// The first answer, to send again.
-        case replay(status: Int, body: Data)
-    }
-
+public struct IdempotencyStore: IdempotencyRecords, Sendable {
     let client: DatabasePool
     let logger: Logger
 
@@ -31,7 +21,7 @@ public struct IdempotencyStore: Sendable {
     }
 
     /// Notes `key` for a request whose method, route and body digest to `requestHash`.
-    public func claim(app: String, key: String, requestHash: Data) async throws -> Claim {
+    public func claim(app: String, key: String, requestHash: Data) async throws -> IdempotencyClaim {
         let inserted = try await client.query("""
             INSERT INTO ledger.idempotency_keys (app, key, request_hash) VALUES (\(app), \(key), \(requestHash))
             ON CONFLICT (app, key) DO NOTHING RETURNING 1

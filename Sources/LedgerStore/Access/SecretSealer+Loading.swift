@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerApplication
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LedgerApplication
 
 /// Seals App Store shared secrets for storage, and opens them again: AES-256-GCM, bound to the app.
 ///

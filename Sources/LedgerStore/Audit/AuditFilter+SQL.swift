@@ -1,3 +1,4 @@
+import LedgerApplication
 import LedgerDomain
 import PostgresNIO
 

@@ -11,9 +11,9 @@ import PostgresNIO
 /// previous page's last key, so a long export neither skips nor repeats rows and never scans past
 /// what it returns (the table has an index on (app, position, event)). Sums are taken in SQL
 /// `numeric` and returned as decimal text: money is never a float.
-public struct AuditQueries: Sendable {
+public struct AuditQueries: AuditReads, Sendable {
     /// The largest page `events` returns.
-    public static let maximumPageSize = 10_000
+    public static let maximumPageSize = AuditPage.maximumSize
 
     let client: DatabasePool
     let logger: Logger
@@ -54,25 +54,6 @@ public struct AuditQueries: Sendable {
         return AuditPage(rows: rows, nextCursor: AuditCursor(app: app, position: last.position, event: last.event))
     }
 
-    /// Calls `body` with every row the filter selects, in order, reading `pageSize` rows at a
-    /// time: memory stays flat however long the trail. Returns how many rows it passed on.
-    @discardableResult
-    public func forEachEvent(
-        app: String, filter: AuditFilter = AuditFilter(), pageSize: Int = 1_000, _ body: (AuditRow) async throws -> Void
-    ) async throws -> Int {
-        var cursor: AuditCursor?
-        var count = 0
-        repeat {
-            let page = try await events(app: app, filter: filter, after: cursor, limit: pageSize)
-            for row in page.rows {
-                try await body(row)
-                count += 1
-            }
-            cursor = page.nextCursor
-        } while cursor != nil
-        return count
-    }
-
     static func auditRow(_ row: PostgresRow) throws -> AuditRow {
         let (position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId,
              productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer, purchaseDate, expiresDate,
@@ -99,7 +80,7 @@ public struct AuditQueries: Sendable {
     /// day, product, currency and environment (nil currency last).
     public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy requested: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
         try filter.validate()
-        let groupBy = Self.groupings(requested, for: filter)
+        let groupBy = AuditGrouping.effective(requested, for: filter)
         // Fixed expressions chosen by an enum, never input.
         let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
         let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
@@ -137,12 +118,6 @@ public struct AuditQueries: Sendable {
             }
         }
         return rows
-    }
-
-    /// The groupings a summary uses: those asked for, and the environment whenever the filter
-    /// reads both, so that sandbox and production totals are never added together.
-    public static func groupings(_ requested: Set<AuditGrouping>, for filter: AuditFilter) -> Set<AuditGrouping> {
-        filter.environment == .all ? requested.union([.environment]) : requested
     }
 
     // MARK: Catalog gaps

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import Synchronization
 
 /// API keys this server accepted, by the SHA-256 of their bearer token, so that a caller's next

@@ -1,3 +1,4 @@
+import LedgerApplication
 import LedgerProjections
 import Logging
 import PostgresNIO

@@ -1,3 +1,4 @@
+import LedgerApplication
 import LedgerProjections
 import Synchronization
 

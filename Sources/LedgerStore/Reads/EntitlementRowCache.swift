@@ -1,3 +1,4 @@
+import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 import Logging
@@ -30,7 +31,7 @@ public final class EntitlementRowCache: Sendable {
         var versions: [ProjectionName: Int] = [:]
         /// Grows whenever entries are forgotten.
         var epoch: UInt64 = 0
-        var entries: [String: UserReadModels.EntitlementRows] = [:]
+        var entries: [String: EntitlementRows] = [:]
     }
 
     /// The projections whose rows are kept.
@@ -65,7 +66,7 @@ public final class EntitlementRowCache: Sendable {
     /// A ticket for a read at checkpoint `position`: the kept rows of `stream` when they are true
     /// there, or the epoch to keep rows about to be read from the database with.
     enum Lookup {
-        case hit(UserReadModels.EntitlementRows)
+        case hit(EntitlementRows)
         case miss(epoch: UInt64?)
     }
 
@@ -85,7 +86,7 @@ public final class EntitlementRowCache: Sendable {
     }
 
     /// Keeps rows read from the database, unless anything was forgotten since `epoch` was taken.
-    func keep(_ rows: UserReadModels.EntitlementRows, for stream: String, epoch: UInt64) {
+    func keep(_ rows: EntitlementRows, for stream: String, epoch: UInt64) {
         state.withLock { state in
             guard state.enabled, state.epoch == epoch else { return }
             if state.entries.count >= capacity, state.entries[stream] == nil {

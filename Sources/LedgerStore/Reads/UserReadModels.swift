@@ -6,52 +6,7 @@ import Logging
 import PostgresNIO
 
 /// A user's rows in the projections, for the read routes.
-public struct UserReadModels: Sendable {
-    /// A row of `ledger.ownership`.
-    public struct Owned: Sendable, Hashable {
-        public let productId: String
-        public let productType: ProductType
-        public let originalTransactionId: String
-        public let ownedSince: Date
-        public let expiresAt: Date?
-
-        /// The row as the entitlement rule takes it.
-        public var owned: Entitlements.Owned {
-            Entitlements.Owned(productId: productId, productType: productType, originalTransactionId: originalTransactionId,
-                               ownedSince: ownedSince)
-        }
-    }
-
-    /// A row of `ledger.consumable_balances`.
-    public struct Balance: Sendable, Hashable {
-        public let productId: String
-        public let purchased: Int64
-        public let consumed: Int64
-        public let balance: Int64
-        public let overdrawn: Bool
-
-        /// The row as the entitlement rule takes it.
-        public var consumableBalance: ConsumableBalance {
-            ConsumableBalance(productId: productId, purchased: Int(purchased), consumed: Int(consumed))
-        }
-    }
-
-    /// A row of `ledger.subscription_periods`.
-    public struct Period: Sendable, Hashable {
-        public let transactionId: String
-        public let originalTransactionId: String
-        public let productId: String
-        public let group: String
-        public let kind: SubscriptionKind
-        public let start: Date
-        public let end: Date
-
-        /// The row as the entitlement rule takes it.
-        public var period: SubscriptionPeriod {
-            SubscriptionPeriod(transactionId: transactionId, productId: productId, group: group, kind: kind, start: start, end: end)
-        }
-    }
-
+public struct UserReadModels: UserReads, Sendable {
     let client: DatabasePool
     /// The registry as announced to this server, when a `ChangeFeed` keeps it; nil asks the database.
     let board: ProjectionBoard?
@@ -110,15 +65,6 @@ public struct UserReadModels: Sendable {
         return ProjectionReadiness(of: projections, rows: registry)
     }
 
-    /// A user's rows of every read model the entitlements rule takes, and whether the user has
-    /// any event at all, in one statement (one round trip).
-    public struct EntitlementRows: Sendable {
-        public var owned: [Owned] = []
-        public var periods: [Period] = []
-        public var balances: [Balance] = []
-        public var userExists = false
-    }
-
     /// The statement `entitlementRows` runs: $1 the app, $2 the user, $3 the user's stream. One
     /// row shape for the three tables (which table, the sort keys, then the values), and a last
     /// row saying whether the user has any event at all. Public for benchmarks that compare it.
@@ -172,7 +118,7 @@ public struct UserReadModels: Sendable {
             func number(_ index: Int) throws -> Int64 { try columns[index].decode(Int64.self, context: context) }
             switch try columns[0].decode(Int32.self, context: context) {
             case 0:
-                result.owned.append(Owned(productId: try text(3), productType: ProductType(rawValue: try text(4)) ?? .unknown,
+                result.owned.append(EntitlementRows.Owned(productId: try text(3), productType: ProductType(rawValue: try text(4)) ?? .unknown,
                                           originalTransactionId: try text(5), ownedSince: try time(1),
                                           expiresAt: try columns[8].decode(Date?.self, context: context)))
             case 1:
@@ -180,10 +126,10 @@ public struct UserReadModels: Sendable {
                 guard let subscriptionKind = SubscriptionKind(rawValue: kind) else {
                     throw StoreError.integrity("ledger.subscription_periods holds kind '\(kind)', which this version does not know")
                 }
-                result.periods.append(Period(transactionId: try text(6), originalTransactionId: try text(5), productId: try text(3),
+                result.periods.append(EntitlementRows.Period(transactionId: try text(6), originalTransactionId: try text(5), productId: try text(3),
                                              group: try text(7), kind: subscriptionKind, start: try time(1), end: try time(8)))
             case 2:
-                result.balances.append(Balance(productId: try text(3), purchased: try number(9), consumed: try number(10),
+                result.balances.append(EntitlementRows.Balance(productId: try text(3), purchased: try number(9), consumed: try number(10),
                                                balance: try number(11), overdrawn: try columns[12].decode(Bool.self, context: context)))
             default:
                 result.userExists = try columns[12].decode(Bool.self, context: context)
@@ -191,52 +137,4 @@ public struct UserReadModels: Sendable {
         }
         return result
     }
-}
-
-/// Why a read could not be answered.
-public struct ReadError: Error, Hashable, Sendable, CustomStringConvertible {
-    public enum Code: String, Hashable, Sendable {
-        case projectionsBehind = "projections_behind"
-    }
-
-    public let code: Code
-    public let message: String
-    /// The position the projections have reached.
-    public let position: Int64
-
-    public static func projectionsBehind(requested: Int64, reached: Int64) -> Self {
-        ReadError(
-            code: .projectionsBehind,
-            message: "the projections have reached log position \(reached), not yet \(requested); retry shortly",
-            position: reached
-        )
-    }
-
-    /// Read models with no live version: not set up yet (the ledger is starting), being built (a
-    /// new projection or version on a log with history, a failed one tried again) or stopped by a
-    /// failure. The views are not read then:
-    /// their rows would not reflect the log.
-    static func projectionsNotReady(
-        missing: [ProjectionName], building: [(ProjectionName, Int64)], failed: [(ProjectionName, Int64)]
-    ) -> Self {
-        var parts: [String] = []
-        if !missing.isEmpty {
-            parts.append("\(missing.map(\.rawValue).joined(separator: ", ")) \(missing.count == 1 ? "is" : "are") being set up (the ledger is starting)")
-        }
-        if !failed.isEmpty {
-            let names = failed.map { name, position in "\(name) (at position \(position))" }
-            parts.append("\(names.joined(separator: ", ")) stopped on an error (`ledger projections status` says why)")
-        }
-        if !building.isEmpty {
-            let names = building.map { name, position in "\(name) (at position \(position))" }
-            parts.append("\(names.joined(separator: ", ")) \(building.count == 1 ? "is" : "are") still being built from the log")
-        }
-        return ReadError(
-            code: .projectionsBehind,
-            message: "the projections this read needs are not ready: \(parts.joined(separator: "; ")); retry shortly",
-            position: 0
-        )
-    }
-
-    public var description: String { message }
 }

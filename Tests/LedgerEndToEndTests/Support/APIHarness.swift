@@ -2,8 +2,10 @@ import AppStore
 import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
+import LedgerRuntime
 import LedgerStore
 import LedgerTesting
 import Logging
@@ -171,6 +173,7 @@ struct APIHarness: Sendable {
         runProjections: Bool = true,
         productionSimulator: Bool = false,
         server serverConfiguration: LedgerServer.Configuration = .init(host: "127.0.0.1", port: 0),
+        entitlementCacheUsers: Int = EntitlementRowCache.defaultCapacity,
         authority given: SimulatorCertificateAuthority? = nil,
         notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
         _ body: @Sendable (APIHarness) async throws -> T
@@ -226,11 +229,12 @@ struct APIHarness: Sendable {
                 configuration.api.readWaitTimeout = readWait
                 // As `ledger serve --trust-simulator-root` does: the simulator's signatures are accepted.
                 configuration.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority.root])
-                configuration.api.serverAPI = .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox")
                 // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
-                let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: configuration.makeEntitlementCache(),
+                let changes = ChangeFeed(configuration: try settings.connectionConfiguration,
+                                         entitlements: entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: entitlementCacheUsers) : nil,
                                          logger: logger)
                 let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets,
+                                          serverAPI: .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox"),
                                           changes: changes, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)

@@ -1,6 +1,7 @@
 import AppStoreSimulator
 import Crypto
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerStore
 import LedgerTesting
@@ -58,9 +59,9 @@ struct ServedApp: Sendable {
     }
 
     /// `ledger serve` against `database`, verifying with this simulator; the catalog knows the coins.
-    func startServer(database: DatabaseSettings, log: URL, environment: [String: String] = [:]) async throws -> ServerCrashTests.Server {
+    func startServer(database: DatabaseSettings, log: URL, killAt faultPoint: String? = nil) async throws -> ServerCrashTests.Server {
         let server = try await ServerCrashTests.Server.start(database: database, appStore: verifyReceiptURL, secretKey: secretKey, log: log,
-                                                             environment: environment)
+                                                             killAt: faultPoint)
         let defined = try await APIHarness.send(.PUT, server.base + "/v1/apps/\(app)/products/coins.100", key: key, json: ["type": "consumable"])
         guard (200..<300).contains(defined.status) else {
             server.kill()

@@ -1,3 +1,5 @@
+import LedgerTesting
+
 /// The fuzzer's random numbers: SplitMix64, small and the same on every platform, so a seed names
 /// a run exactly (the system generator is neither seedable nor stable across versions).
 ///

@@ -3,9 +3,12 @@ import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
 import Hummingbird
+import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
+import LedgerRuntime
 import LedgerStore
+import LedgerTesting
 import Logging
 import NIOCore
 import NIOHTTP1

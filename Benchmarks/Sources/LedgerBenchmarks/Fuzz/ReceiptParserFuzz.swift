@@ -11,7 +11,7 @@ import LedgerDomain
 ///
 /// Refusals are errors of the declared types (`ReceiptVerificationError`, `DecisionError`,
 /// `LedgerInputError`); any other error, or events the fold cannot read back, is a failure. A
-/// crash ends the process: run with the case printed first (`ledger bench fuzz --trace`) to
+/// crash ends the process: run with the case printed first (`ledger-bench fuzz --trace`) to
 /// name it.
 public struct ReceiptParserFuzz: Sendable {
     public static let target = "receipt-parser"

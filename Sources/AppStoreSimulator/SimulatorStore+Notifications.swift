@@ -1,0 +1,52 @@
+import AppStore
+import Crypto
+import Foundation
+import LedgerDomain
+
+extension SimulatorStore {
+    // MARK: Notifications
+
+    /// A product's price per unit in milliunits, and its currency, when the product has one.
+    func price(bundleId: String, productId: String) -> (milliunits: Int64, currency: String)? {
+        apps[bundleId]?.products[productId].flatMap { product in
+            product.price.flatMap(SimulatedProduct.milliunits).map { ($0, product.currency ?? "USD") }
+        }
+    }
+
+    /// What happened since the last call that Apple would notify the app's server of, oldest first.
+    func takeNotices() -> [Notice] {
+        defer { notices.removeAll() }
+        return notices
+    }
+
+    /// Noted only for an app with a notification URL: Apple sends nothing without one.
+    func notify(_ type: String, _ subtype: String? = nil, about transaction: SimulatorTransaction) {
+        guard let app = apps[transaction.bundleId], let url = app.notificationURL else { return }
+        let renewal = transaction.productType == .autoRenewable
+            ? (subscriptions[transaction.originalTransactionId]).flatMap { view(of: $0, at: now) }
+            : nil
+        let price = price(bundleId: transaction.bundleId, productId: transaction.productId)
+        notices.append(Notice(type: type, subtype: subtype, transaction: transaction, renewal: renewal, at: now,
+                              notificationURL: url, price: price))
+    }
+
+    /// The notification Apple sends for a new transaction: none for restores and family members' copies.
+    func notifyNew(_ transaction: SimulatorTransaction) {
+        guard transaction.isPayment else { return }
+        guard transaction.productType == .autoRenewable else {
+            notify("ONE_TIME_CHARGE", about: transaction)
+            return
+        }
+        if transaction.transactionId == transaction.originalTransactionId {
+            notify("SUBSCRIBED", "INITIAL_BUY", about: transaction)
+            return
+        }
+        let periods = subscriptions[transaction.originalTransactionId]?.periodIds ?? []
+        let previous = periods.last { $0 != transaction.transactionId }.flatMap { transactions[$0] }
+        if let previous, previous.productId != transaction.productId {
+            notify("DID_CHANGE_RENEWAL_PREF", previous.isUpgraded ? "UPGRADE" : "DOWNGRADE", about: transaction)
+        } else {
+            notify("DID_RENEW", about: transaction)
+        }
+    }
+}

@@ -1,0 +1,15 @@
+import Foundation
+
+/// The app used up some of a consumable.
+public struct ItemConsumed: LedgerEvent {
+    public static let typeName = try! EventTypeName("ItemConsumed", version: 1)
+    public let productId: String
+    public let quantity: Int
+    public let deviceId: String
+
+    public init(productId: String, quantity: Int, deviceId: String) {
+        self.productId = productId
+        self.quantity = quantity
+        self.deviceId = deviceId
+    }
+}

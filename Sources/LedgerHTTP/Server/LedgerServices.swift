@@ -1,0 +1,49 @@
+import AppStore
+import LedgerApplication
+
+/// What the routes call: the use cases, and the read sides and directories they answer from,
+/// each behind the application's protocols. `LedgerRuntime` builds them over PostgreSQL; tests
+/// build them over memory. A route parses, authorizes, calls one of these and maps the answer.
+public struct LedgerServices: Sendable {
+    /// The app's own commands on a user's stream, and the catalog.
+    public let commands: UserCommands
+    /// A verified receipt's or signed transaction's facts.
+    public let recordFacts: RecordAppStoreFacts
+    /// Apple's notifications.
+    public let notifications: TakeInNotification
+    /// Apple's refund questions, with the log's figures.
+    public let consumptionRequests: ConsumptionRequests
+    /// The user's stream itself (history) and the catalog, as the log holds them.
+    public let reader: UserStreamReader
+    public let store: any EventStore
+    public let directory: any AppDirectory
+    public let idempotency: any IdempotencyRecords
+    public let reads: any UserReads
+    public let audit: any AuditReads
+    public let health: any HealthCheck
+    /// Whether the database answers; requests that need it are refused at once while it does not.
+    public let availability: any DatabaseAvailability
+    /// Apple's `verifyReceipt`.
+    public let verifier: any ReceiptVerifier
+
+    public init(
+        commands: UserCommands, recordFacts: RecordAppStoreFacts, notifications: TakeInNotification,
+        consumptionRequests: ConsumptionRequests, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
+        idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
+        availability: any DatabaseAvailability, verifier: any ReceiptVerifier
+    ) {
+        self.commands = commands
+        self.recordFacts = recordFacts
+        self.notifications = notifications
+        self.consumptionRequests = consumptionRequests
+        self.reader = reader
+        self.store = store
+        self.directory = directory
+        self.idempotency = idempotency
+        self.reads = reads
+        self.audit = audit
+        self.health = health
+        self.availability = availability
+        self.verifier = verifier
+    }
+}

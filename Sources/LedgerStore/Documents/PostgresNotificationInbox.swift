@@ -1,0 +1,89 @@
+import Foundation
+import LedgerApplication
+import LedgerDomain
+import Logging
+import PostgresNIO
+
+/// Finds whose an App Store notification is. A notification names no user: it belongs to the
+/// user whose stream holds its transaction (or its original transaction), or failing that the
+/// user whose transactions carry its `appAccountToken`. One that no user holds waits on the
+/// app's `notifications/<bundle id>` stream, where a later post of its transaction finds it.
+public struct PostgresNotificationInbox: NotificationInbox, Sendable {
+    let client: DatabasePool
+    let logger: Logger
+
+    public init(client: DatabasePool, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Where a notification was recorded before, if it was, and otherwise the user who first
+    /// recorded any of these transactions: both from one statement over the deduplication keys.
+    public func lookup(
+        _ notificationKey: DeduplicationKey?, transactionIDs: [String], app bundleID: String, environment: StoreEnvironment
+    ) async throws -> NotificationLookup {
+        let claims = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
+        let keys = (notificationKey.map { [$0.rawValue] } ?? []) + claims
+        guard !keys.isEmpty else { return NotificationLookup() }
+        let rows = try await client.query(
+            """
+            SELECT dedup_key, event_id, stream_id, stream_version, "position" FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position"
+            """,
+            logger: logger
+        )
+        var holder: String?
+        for try await (key, id, stream, version, position) in rows.decode((String, UUID, String, Int64, Int64).self) {
+            if key == notificationKey?.rawValue {
+                return NotificationLookup(earlier: .init(eventID: id, position: position, streamID: stream, streamVersion: version))
+            }
+            if holder == nil { holder = Self.user(stream, app: bundleID) }
+        }
+        return NotificationLookup(holder: holder)
+    }
+
+    /// The first user of the app whose recorded transactions carry this `appAccountToken`.
+    public func holder(ofToken token: String, app bundleID: String, environment: StoreEnvironment) async throws -> String? {
+        let rows = try await client.query(
+            """
+            SELECT stream_id FROM ledger.events
+            WHERE data -> 'fields' ->> 'appAccountToken' = \(token) AND stream_id LIKE 'user/%'
+              AND starts_with(stream_id, \(StreamID.userPrefix(app: bundleID))) AND data ->> 'environment' = \(environment.rawValue)
+            ORDER BY "position" LIMIT 1
+            """,
+            logger: logger
+        )
+        for try await stream in rows.decode(String.self) { return Self.user(stream, app: bundleID) }
+        return nil
+    }
+
+    /// The notifications waiting on the app's notifications stream for any of these original
+    /// transactions or tokens, in the order they came.
+    public func waiting(
+        app bundleID: String, environment: StoreEnvironment, originals: [String], tokens: [String]
+    ) async throws -> [AppStoreNotificationReceived] {
+        guard !originals.isEmpty || !tokens.isEmpty else { return [] }
+        let stream = try StreamID.notifications(app: bundleID)
+        let rows = try await client.query(
+            """
+            SELECT data::text FROM ledger.events
+            WHERE stream_id LIKE 'notifications/%' AND stream_id = \(stream.rawValue)
+              AND (COALESCE(data -> 'transaction' ->> 'originalTransactionId', data -> 'renewalInfo' ->> 'originalTransactionId') = ANY(\(originals))
+                   OR data -> 'transaction' ->> 'appAccountToken' = ANY(\(tokens)))
+              AND data ->> 'environment' = \(environment.rawValue)
+            ORDER BY "position"
+            """,
+            logger: logger
+        )
+        var found: [AppStoreNotificationReceived] = []
+        for try await data in rows.decode(String.self) {
+            found.append(try LedgerJSON.decode(AppStoreNotificationReceived.self, from: data))
+        }
+        return found
+    }
+
+    /// The user of a stream of the app, nil for any other stream.
+    public static func user(_ stream: String, app bundleID: String) -> String? {
+        guard case .user(let app, let user) = StreamID.kind(of: stream), app == bundleID else { return nil }
+        return user
+    }
+}

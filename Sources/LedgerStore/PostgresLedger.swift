@@ -1,0 +1,55 @@
+import LedgerApplication
+import Logging
+
+/// The ledger's use cases over one PostgreSQL database: the store's implementations of the
+/// application's protocols, wired once, for whoever calls the use cases (the HTTP server, the
+/// command line, the demo, the seeder).
+public struct PostgresLedger: Sendable {
+    public let store: PostgresEventStore
+    public let handler: UserCommandHandler
+    public let archive: PostgresDocumentArchive
+    public let inbox: PostgresNotificationInbox
+    public let registry: AppRegistry
+    public let idempotency: IdempotencyStore
+    public let reads: UserReadModels
+    public let audit: AuditQueries
+    public let commands: UserCommands
+    /// Records a verified receipt's, signed transaction's or Apple history's facts; with a history
+    /// source, also Apple's history of any purchase a post renews or restores that the stream never saw.
+    public let recordFacts: RecordAppStoreFacts
+    public let notifications: TakeInNotification
+    /// Nil without a history source.
+    public let backfill: BackfillHistory?
+    public let consumptionRequests: ConsumptionRequests
+
+    /// - Parameters:
+    ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
+    ///   - history: Apple's App Store Server API, for backfills; nil for none.
+    ///   - changes: what a running `ChangeFeed` keeps in memory (accepted keys, the projection
+    ///     registry, users' entitlement rows), so that reads cost one query; nil asks the database every time.
+    public init(
+        client: DatabasePool, secrets: SecretSealer? = nil, history: (any TransactionHistorySource)? = nil, changes: ChangeFeed? = nil,
+        logger: Logger
+    ) {
+        let store = PostgresEventStore(client: client, logger: logger)
+        let handler = UserCommandHandler(store: store, logger: logger)
+        let archive = PostgresDocumentArchive(client: client, logger: logger)
+        let inbox = PostgresNotificationInbox(client: client, logger: logger)
+        let registry = AppRegistry(client: client, logger: logger, secrets: secrets, acceptedKeys: changes?.keys)
+        self.store = store
+        self.handler = handler
+        self.archive = archive
+        self.inbox = inbox
+        self.registry = registry
+        idempotency = IdempotencyStore(client: client, logger: logger)
+        reads = UserReadModels(client: client, board: changes?.projections, cache: changes?.entitlements, logger: logger)
+        audit = AuditQueries(client: client, logger: logger)
+        commands = UserCommands(handler: handler)
+        backfill = history.map {
+            BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: registry, source: $0, logger: logger)
+        }
+        recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: backfill, logger: logger)
+        notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: registry, logger: logger)
+        consumptionRequests = ConsumptionRequests(reader: handler.reader)
+    }
+}
