@@ -130,11 +130,6 @@ public struct IntroOffer: Codable, Hashable, Sendable {
     public let kind: Kind
     public let periods: Int
 
-    public init(kind: Kind, periods: Int) {
-        self.kind = kind
-        self.periods = periods
-    }
-
     /// How many periods the first transaction spans: all of them unless paid period by period.
     var firstTransactionPeriods: Int { kind == .payAsYouGo ? 1 : periods }
 }

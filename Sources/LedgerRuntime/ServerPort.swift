@@ -12,8 +12,13 @@ public struct ServerPort: Sendable {
         continuation.finish()
     }
 
+    /// The server stopped without listening: whoever waits is told so.
+    public func stopped() {
+        continuation.finish()
+    }
+
     /// Waits for the port; fails when the server stopped before it listened.
-    public func value(_ what: String) async throws -> Int {
+    public func value(_ what: String = "the server") async throws -> Int {
         var iterator = stream.makeAsyncIterator()
         guard let port = await iterator.next() else { throw ServerStopped(what: what) }
         return port

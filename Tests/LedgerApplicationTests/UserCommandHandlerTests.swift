@@ -1,6 +1,6 @@
 import Foundation
 import LedgerApplication
-import LedgerDomain
+@testable import LedgerDomain
 import LedgerTesting
 import Logging
 import Testing

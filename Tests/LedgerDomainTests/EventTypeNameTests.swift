@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDomain
+@testable import LedgerDomain
 import Testing
 
 @Suite("Event type names carry their schema version")

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDomain
+@testable import LedgerDomain
 import Testing
 
 /// One sample of every event type, and the JSON it is stored as.

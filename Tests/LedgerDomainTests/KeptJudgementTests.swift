@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDomain
+@testable import LedgerDomain
 import Testing
 
 /// A judgement that looks again only at what changed must give, after every event, what judging

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDomain
+@testable import LedgerDomain
 import Testing
 
 @Suite("Non-renewing subscription periods stack per group")

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerDomain
+@testable import LedgerDomain
 import LedgerDomainTesting
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-import LedgerHTTP
+@testable import LedgerHTTP
 import LedgerTesting
 import Testing
 

@@ -1,9 +1,9 @@
-import LedgerTesting
 import Foundation
 import LedgerApplication
 import LedgerDomain
 import LedgerProjections
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 

@@ -1,9 +1,9 @@
 import Foundation
 import LedgerApplication
-import LedgerDomain
+@testable import LedgerDomain
 import LedgerProjections
-import LedgerTesting
 @testable import LedgerStore
+import LedgerTesting
 import PostgresNIO
 import Testing
 

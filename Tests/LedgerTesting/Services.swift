@@ -24,31 +24,6 @@ public func withRunningServices<T: Sendable>(
     }
 }
 
-/// Collects the port a server reports from `onServerRunning`.
-public struct PortReporter: Sendable {
-    let stream: AsyncStream<Int>
-    let continuation: AsyncStream<Int>.Continuation
-
-    public init() {
-        (stream, continuation) = AsyncStream<Int>.makeStream()
-    }
-
-    public func report(_ port: Int) {
-        continuation.yield(port)
-    }
-
-    /// The port, or an error when the server stopped before it listened.
-    public func port() async throws -> Int {
-        var iterator = stream.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw HarnessError(message: "the server stopped before it listened") }
-        return port
-    }
-
-    public func serverStopped() {
-        continuation.finish()
-    }
-}
-
 /// A test harness could not set up what the test needs.
 public struct HarnessError: Error, CustomStringConvertible {
     public let message: String

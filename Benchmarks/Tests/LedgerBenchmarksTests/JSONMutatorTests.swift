@@ -1,5 +1,5 @@
 import Foundation
-import LedgerBenchmarks
+@testable import LedgerBenchmarks
 import Testing
 
 @Suite struct JSONMutatorTests {

@@ -7,10 +7,6 @@ import LedgerDomain
 public struct SignedFields: Decodable, Sendable, Hashable {
     public let values: [String: String]
 
-    public init(values: [String: String]) {
-        self.values = values
-    }
-
     public init(from decoder: any Decoder) throws {
         var values: [String: String] = [:]
         try Self.flatten(decoder.container(keyedBy: AnyKey.self), prefix: "", into: &values)

@@ -209,9 +209,4 @@ public struct AppStorePrice: Hashable, Sendable {
     public let amount: String
     /// ISO 4217.
     public let currency: String
-
-    public init(amount: String, currency: String) {
-        self.amount = amount
-        self.currency = currency
-    }
 }

@@ -47,14 +47,6 @@ public struct NonRenewingPurchase: Hashable, Sendable {
     public let group: String
     public let purchaseDate: Date
     public let duration: ISODuration
-
-    public init(transactionId: String, productId: String, group: String, purchaseDate: Date, duration: ISODuration) {
-        self.transactionId = transactionId
-        self.productId = productId
-        self.group = group
-        self.purchaseDate = purchaseDate
-        self.duration = duration
-    }
 }
 
 /// The periods non-renewing purchases give.

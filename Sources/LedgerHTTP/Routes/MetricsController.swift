@@ -8,11 +8,6 @@ public struct MetricsController: Sendable {
 
     let registry: PrometheusCollectorRegistry
 
-    /// - Parameter registry: usually `LedgerMetrics.bootstrap()`.
-    public init(registry: PrometheusCollectorRegistry) {
-        self.registry = registry
-    }
-
     public func addRoutes(to router: Router<some RequestContext>) {
         router.get("/metrics") { _, _ -> Response in
             var bytes: [UInt8] = []

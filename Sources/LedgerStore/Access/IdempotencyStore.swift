@@ -15,11 +15,6 @@ public struct IdempotencyStore: IdempotencyRecords, Sendable {
     let client: DatabasePool
     let logger: Logger
 
-    public init(client: DatabasePool, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
     /// Notes `key` for a request whose method, route and body digest to `requestHash`.
     public func claim(app: String, key: String, requestHash: Data) async throws -> IdempotencyClaim {
         let inserted = try await client.query("""

@@ -11,12 +11,6 @@ public struct StreamHead: Sendable, Hashable {
     /// The event's `hash` column: SHA-256, 32 bytes.
     public let hash: Data
 
-    public init(streamID: String, version: Int64, hash: Data) {
-        self.streamID = streamID
-        self.version = version
-        self.hash = hash
-    }
-
     /// The Merkle leaf of this head: SHA-256 over a 0x00 byte, the stream id's UTF-8 bytes behind
     /// their length (4 bytes, big-endian), the version (8 bytes, big-endian) and the chain hash.
     /// The length prefix keeps any two heads apart; the 0x00 keeps a leaf apart from a node (0x01).

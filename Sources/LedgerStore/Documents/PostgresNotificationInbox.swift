@@ -12,11 +12,6 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
     let client: DatabasePool
     let logger: Logger
 
-    public init(client: DatabasePool, logger: Logger) {
-        self.client = client
-        self.logger = logger
-    }
-
     /// Where a notification was recorded before, if it was, and otherwise the user who first
     /// recorded any of these transactions: both from one statement over the deduplication keys.
     public func lookup(

@@ -3,6 +3,7 @@
 import AsyncHTTPClient
 import Foundation
 import LedgerDomain
+import LedgerRuntime
 import LedgerTesting
 import Logging
 import NIOHTTP1
@@ -105,13 +106,13 @@ func withSimulator<T: Sendable>(
     signingKey: String? = nil,
     _ body: (SimulatorHarness) async throws -> T
 ) async throws -> T {
-    let reporter = PortReporter()
+    let reporter = ServerPort()
     let simulator = try AppStoreSimulator(
         configuration: .init(host: "127.0.0.1", port: 0, environment: environment, signingKey: signingKey),
         logger: quietLogger
     ) { port in reporter.report(port) }
-    return try await withRunningServices([simulator], logger: quietLogger, onExit: reporter.serverStopped) {
-        let port = try await reporter.port()
+    return try await withRunningServices([simulator], logger: quietLogger, onExit: reporter.stopped) {
+        let port = try await reporter.value()
         return try await body(SimulatorHarness(base: "http://127.0.0.1:\(port)", simulator: simulator))
     }
 }

@@ -2,6 +2,7 @@ import AppStore
 import Foundation
 import Hummingbird
 import LedgerDomain
+import LedgerRuntime
 import LedgerTesting
 import Logging
 import Synchronization
@@ -95,15 +96,15 @@ final class CannedAppStore: Sendable {
                 }
             }
         }
-        let reporter = PortReporter()
+        let reporter = ServerPort()
         let app = Application(
             router: router,
             configuration: .init(address: .hostname("127.0.0.1", port: 0)),
             onServerRunning: { channel in reporter.report(channel.localAddress?.port ?? 0) },
             logger: quietLogger
         )
-        return try await withRunningServices([app], logger: quietLogger, onExit: reporter.serverStopped) {
-            let base = "http://127.0.0.1:\(try await reporter.port())"
+        return try await withRunningServices([app], logger: quietLogger, onExit: reporter.stopped) {
+            let base = "http://127.0.0.1:\(try await reporter.value())"
             return try await body(AppStoreConfiguration(
                 productionURL: base + "/production/verifyReceipt",
                 sandboxURL: base + "/sandbox/verifyReceipt",

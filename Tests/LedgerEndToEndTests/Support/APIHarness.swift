@@ -184,13 +184,13 @@ struct APIHarness: Sendable {
             // With two simulators both sign with one key, so each can open the other's receipts and
             // answer 21007/21008 as Apple's two environments do (else 21003).
             let signingKey: String? = productionSimulator ? "harness-\(UUID().uuidString)" : nil
-            let simulatorPort = PortReporter()
+            let simulatorPort = ServerPort()
             let simulator = try AppStoreSimulator(
                 configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox, signingKey: signingKey, authority: authority,
                                      notificationRetryDelays: notificationRetryDelays), logger: logger
             ) { simulatorPort.report($0) }
             var services: [AppStoreSimulator] = [simulator]
-            let productionPort = PortReporter()
+            let productionPort = ServerPort()
             if productionSimulator {
                 // Transaction ids start from the wall clock's millisecond: a later start keeps the two apart.
                 try await Task.sleep(for: .milliseconds(5))
@@ -199,14 +199,14 @@ struct APIHarness: Sendable {
                 ) { productionPort.report($0) })
             }
             return try await withRunningServices(services, logger: logger) {
-                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
+                let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.value())"
                 // PUT creates the app in the simulator with a random secret (a GET of an unknown app is a 404,
                 // which left the ledger without the secret and auto-renewable receipts answering 21004).
                 let secret = try await send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil).json["sharedSecret"] as? String
                 guard let secret else { throw HarnessError(message: "the simulator did not create app \(app)") }
                 var productionBase: String?
                 if productionSimulator {
-                    let base = "http://127.0.0.1:\(try await productionPort.port())"
+                    let base = "http://127.0.0.1:\(try await productionPort.value())"
                     let created = try await send(.PUT, base + "/admin/apps/\(app)", key: nil, json: ["sharedSecret": secret])
                     guard created.json["sharedSecret"] as? String == secret else {
                         throw HarnessError(message: "the production simulator did not take the shared secret: \(created.text)")
@@ -239,11 +239,11 @@ struct APIHarness: Sendable {
                 // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
                 if runProjections { try await runner.prepare() }
-                let ledgerPort = PortReporter()
+                let ledgerPort = ServerPort()
                 let application = server.application(services: runProjections ? [changes, runner] : [changes]) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
-                        base: "http://127.0.0.1:\(try await ledgerPort.port())", simulatorBase: simulatorBase,
+                        base: "http://127.0.0.1:\(try await ledgerPort.value())", simulatorBase: simulatorBase,
                         productionSimulatorBase: productionBase, client: client, settings: settings, keys: keys, secrets: secrets,
                         changes: changes, authority: authority
                     )

@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import LedgerApplication
 import LedgerDomain
+import LedgerRuntime
 import LedgerStore
 import LedgerTesting
 import Logging
@@ -25,12 +26,12 @@ struct ServedApp: Sendable {
     static func with<Result: Sendable>(
         _ client: DatabasePool, logger: Logger, _ body: @Sendable (ServedApp) async throws -> Result
     ) async throws -> Result {
-        let simulatorPort = PortReporter()
+        let simulatorPort = ServerPort()
         let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
             simulatorPort.report($0)
         }
         return try await withRunningServices([simulator], logger: logger) {
-            let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
+            let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.value())"
             let app = APIHarness.app
             let secret = try await APIHarness.send(.PUT, simulatorBase + "/admin/apps/\(app)", key: nil, json: [String: Any]())
                 .json["sharedSecret"] as? String

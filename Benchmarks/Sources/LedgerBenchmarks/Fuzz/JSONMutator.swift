@@ -12,10 +12,6 @@ public struct JSONMutator: Sendable {
     /// Bodies to splice from (the other seeds of the same target).
     public let donors: [FuzzJSON]
 
-    public init(donors: [FuzzJSON]) {
-        self.donors = donors
-    }
-
     /// A mutated copy of `seed` as bytes, and what was done to it (for the report of a failure).
     public func mutate(_ seed: FuzzJSON, random: inout FuzzRandom) -> (body: Data, steps: [String]) {
         var value = seed

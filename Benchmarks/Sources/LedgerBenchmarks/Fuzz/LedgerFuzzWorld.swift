@@ -71,15 +71,15 @@ public struct LedgerFuzzWorld: Sendable {
         _ body: @Sendable (LedgerFuzzWorld) async throws -> T
     ) async throws -> T {
         let secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "the fuzzer's key of this run")
-        let simulatorPort = FuzzPort(), scriptedPort = FuzzPort(), ledgerPort = FuzzPort(), scriptedLedgerPort = FuzzPort()
+        let simulatorPort = ServerPort(), scriptedPort = ServerPort(), ledgerPort = ServerPort(), scriptedLedgerPort = ServerPort()
         let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
             simulatorPort.report($0)
         }
         let scripted = ScriptedAppStore()
         let scriptedServer = scripted.application(logger: logger) { scriptedPort.report($0) }
-        return try await withFuzzServices([simulator, scriptedServer], logger: logger, onExit: { simulatorPort.finish(); scriptedPort.finish() }) {
-            let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.port())"
-            let scriptedBase = "http://127.0.0.1:\(try await scriptedPort.port())"
+        return try await withRunningServices([simulator, scriptedServer], logger: logger, onExit: { simulatorPort.stopped(); scriptedPort.stopped() }) {
+            let simulatorBase = "http://127.0.0.1:\(try await simulatorPort.value())"
+            let scriptedBase = "http://127.0.0.1:\(try await scriptedPort.value())"
             let verifiedBySimulator = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
                 productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt",
                 timeout: .seconds(10), retry: .none
@@ -94,10 +94,10 @@ public struct LedgerFuzzWorld: Sendable {
                 .application(services: [runner]) { ledgerPort.report($0) }
             let scriptedLedger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedByScript, secrets: secrets, logger: logger)
                 .application(services: []) { scriptedLedgerPort.report($0) }
-            return try await withFuzzServices([ledger, scriptedLedger], logger: logger, onExit: { ledgerPort.finish(); scriptedLedgerPort.finish() }) {
+            return try await withRunningServices([ledger, scriptedLedger], logger: logger, onExit: { ledgerPort.stopped(); scriptedLedgerPort.stopped() }) {
                 var world = LedgerFuzzWorld(
-                    ledgerBase: "http://127.0.0.1:\(try await ledgerPort.port())",
-                    scriptedLedgerBase: "http://127.0.0.1:\(try await scriptedLedgerPort.port())",
+                    ledgerBase: "http://127.0.0.1:\(try await ledgerPort.value())",
+                    scriptedLedgerBase: "http://127.0.0.1:\(try await scriptedLedgerPort.value())",
                     simulatorBase: simulatorBase, scripted: scripted, key: "", client: client, secrets: secrets, http: http, logger: logger
                 )
                 try await world.populate()

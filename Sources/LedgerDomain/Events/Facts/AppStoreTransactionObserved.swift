@@ -16,17 +16,4 @@ public struct AppStoreTransactionObserved: LedgerEvent {
     public let answeredAt: Date
     /// The answer's status: 21006 says the App Store considered the subscription expired then.
     public let status: Int
-
-    public init(
-        transactionId: String, environment: StoreEnvironment, fields: [String: String], receiptHash: String,
-        deviceId: String, answeredAt: Date, status: Int
-    ) {
-        self.transactionId = transactionId
-        self.environment = environment
-        self.fields = fields
-        self.receiptHash = receiptHash
-        self.deviceId = deviceId
-        self.answeredAt = answeredAt
-        self.status = status
-    }
 }

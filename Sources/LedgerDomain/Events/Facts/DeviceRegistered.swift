@@ -4,8 +4,4 @@ import Foundation
 public struct DeviceRegistered: LedgerEvent {
     public static let typeName = try! EventTypeName("DeviceRegistered", version: 1)
     public let deviceId: String
-
-    public init(deviceId: String) {
-        self.deviceId = deviceId
-    }
 }

@@ -6,10 +6,4 @@ public struct ItemConsumed: LedgerEvent {
     public let productId: String
     public let quantity: Int
     public let deviceId: String
-
-    public init(productId: String, quantity: Int, deviceId: String) {
-        self.productId = productId
-        self.quantity = quantity
-        self.deviceId = deviceId
-    }
 }

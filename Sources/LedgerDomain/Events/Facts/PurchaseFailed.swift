@@ -7,11 +7,4 @@ public struct PurchaseFailed: LedgerEvent {
     public let deviceId: String
     public let errorCode: String
     public let cancelled: Bool
-
-    public init(productId: String, deviceId: String, errorCode: String, cancelled: Bool) {
-        self.productId = productId
-        self.deviceId = deviceId
-        self.errorCode = errorCode
-        self.cancelled = cancelled
-    }
 }

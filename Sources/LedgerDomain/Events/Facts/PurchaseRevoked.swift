@@ -7,10 +7,4 @@ public struct PurchaseRevoked: LedgerEvent {
     public let transactionId: String
     public let revokedAt: Date
     public let reason: String
-
-    public init(transactionId: String, revokedAt: Date, reason: String) {
-        self.transactionId = transactionId
-        self.revokedAt = revokedAt
-        self.reason = reason
-    }
 }

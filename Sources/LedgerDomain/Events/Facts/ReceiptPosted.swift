@@ -20,19 +20,4 @@ public struct ReceiptPosted: LedgerEvent {
     public let currency: String?
     /// Every transaction id the answer listed, in its order.
     public let transactionIds: [String]
-
-    public init(
-        receiptHash: String, answerHash: String, deviceId: String, environment: StoreEnvironment, status: Int,
-        answeredAt: Date, price: String?, currency: String?, transactionIds: [String]
-    ) {
-        self.receiptHash = receiptHash
-        self.answerHash = answerHash
-        self.deviceId = deviceId
-        self.environment = environment
-        self.status = status
-        self.answeredAt = answeredAt
-        self.price = price
-        self.currency = currency
-        self.transactionIds = transactionIds
-    }
 }

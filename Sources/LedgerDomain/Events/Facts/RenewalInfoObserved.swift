@@ -9,12 +9,4 @@ public struct RenewalInfoObserved: LedgerEvent {
     public let fields: [String: String]
     public let receiptHash: String
     public let answeredAt: Date
-
-    public init(originalTransactionId: String, environment: StoreEnvironment, fields: [String: String], receiptHash: String, answeredAt: Date) {
-        self.originalTransactionId = originalTransactionId
-        self.environment = environment
-        self.fields = fields
-        self.receiptHash = receiptHash
-        self.answeredAt = answeredAt
-    }
 }

@@ -10,10 +10,4 @@ public struct SubscriptionExpiryReported: LedgerEvent {
     public let reportedAt: Date
     /// The App Store's status, 21006.
     public let status: Int
-
-    public init(transactionId: String, reportedAt: Date, status: Int) {
-        self.transactionId = transactionId
-        self.reportedAt = reportedAt
-        self.status = status
-    }
 }

@@ -6,9 +6,4 @@ public struct SubscriptionRestoredToDevice: LedgerEvent {
     public static let typeName = try! EventTypeName("SubscriptionRestoredToDevice", version: 1)
     public let deviceId: String
     public let transactionIds: [String]
-
-    public init(deviceId: String, transactionIds: [String]) {
-        self.deviceId = deviceId
-        self.transactionIds = transactionIds
-    }
 }

@@ -11,17 +11,4 @@ public struct PurchaseRestored: LedgerEvent {
     public let purchaseDate: Date
     public let environment: StoreEnvironment
     public let receiptHash: String
-
-    public init(
-        transactionId: String, originalTransactionId: String, productId: String, deviceId: String,
-        purchaseDate: Date, environment: StoreEnvironment, receiptHash: String
-    ) {
-        self.transactionId = transactionId
-        self.originalTransactionId = originalTransactionId
-        self.productId = productId
-        self.deviceId = deviceId
-        self.purchaseDate = purchaseDate
-        self.environment = environment
-        self.receiptHash = receiptHash
-    }
 }
