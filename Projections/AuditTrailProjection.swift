@@ -17,10 +17,13 @@ import LedgerDomain
 /// receipt posted late can be days after. Version 2 added `occurred_at`, the refund's own
 /// `recorded_at` (version 1 repeated `revokedAt` there) and the index for app-filtered scans.
 /// Version 3 classifies with `TransactionClassifier` over recorded facts and adds `price_source`,
-/// `catalog_price` and `offer`.
+/// `catalog_price` and `offer`. Version 4 adds `amount` (the money of the row: Apple's signed
+/// price is the whole quantity's, not a unit price; a refund row's is what the refund gave back,
+/// a share of the amount for a prorated refund, nothing for a family revocation), the refund's
+/// kind, and the buyer's `storefront`; a row's currency is the one in force when it happened.
 public enum AuditTrailProjection: UserProjection {
     public static let name = ProjectionName.auditTrail
-    public static let version = 3
+    public static let version = 4
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("position", "bigint NOT NULL", "log position of the event"),
@@ -34,16 +37,25 @@ public enum AuditTrailProjection: UserProjection {
         ProjectionColumn("original_transaction_id", "text NOT NULL", "its original transaction"),
         ProjectionColumn("product_id", "text NOT NULL", "the product"),
         ProjectionColumn("product_type", "text NOT NULL", "as the catalog said when recorded; unknown when it did not know"),
-        ProjectionColumn("quantity", "bigint NOT NULL", "units"),
+        ProjectionColumn("quantity", "bigint NOT NULL", "units (for a refund: the units it took back)"),
         ProjectionColumn("price", "numeric", "price per unit; NULL when no source knows it (unpriced)"),
         ProjectionColumn("currency", "text", "ISO 4217 code of price"),
+        // Before version 4 a row's money was price × quantity, a refund's all of it.
+        ProjectionColumn("amount", "numeric",
+                         "the row's money: the whole quantity's (Apple's signed price as it is, else price × quantity); for a refund, what it gave back; NULL when unpriced",
+                         formerly: "trim_scale(r.price * r.quantity)"),
         ProjectionColumn("price_source", "text NOT NULL",
-                         "device (reported with the post), catalog (in force when recorded), trial (zero) or none"),
-        ProjectionColumn("catalog_price", "numeric", "the catalog's price when the device reported a different one (flagged, not replaced)"),
+                         "app_store (Apple's signed price), device (reported with the post), catalog (in force when recorded), trial (zero) or none"),
+        ProjectionColumn("catalog_price", "numeric", "the catalog's price when the device or Apple said a different one (flagged, not replaced)"),
         ProjectionColumn("offer", "text NOT NULL", "none, free_trial or intro_offer"),
         ProjectionColumn("purchase_date", "timestamptz NOT NULL", "App Store purchase date"),
         ProjectionColumn("expires_date", "timestamptz", "auto-renewable period end"),
         ProjectionColumn("revoked", "boolean NOT NULL", "the transaction has been refunded or revoked"),
+        ProjectionColumn("refund", "text", "refund rows: full, prorated or family_revoke",
+                         formerly: "CASE WHEN r.event = 'refund' THEN 'full' END"),
+        ProjectionColumn("refund_share", "integer", "prorated refunds: the refunded share in milliunits of a percent (40000 = 40 %)"),
+        ProjectionColumn("storefront", "text",
+                         "the buyer's App Store country (ISO 3166-1 alpha-3) from Apple's signed transaction; NULL when only verifyReceipt receipts spoke of it"),
     ]
     public static let keyColumns = ["position", "event"]
     /// Finance reads one app at a time in (position, event) order, or by period.
@@ -57,12 +69,19 @@ public enum AuditTrailProjection: UserProjection {
         public let occurredAt: Date
         public let recordedAt: Date?
 
+        /// Units of the row: the transaction's, or for a refund those it took back.
+        public var quantity: Int { event == .refund ? transaction.refundedUnits : transaction.quantity }
+        /// Money of the row: the transaction's whole amount, or for a refund what it gave back.
+        public var amount: String? { event == .refund ? transaction.refundedAmount : transaction.amount }
+
         public var columnValues: [String?] {
             [String(position), Self.text(occurredAt), Self.text(recordedAt), transaction.environment.rawValue, transaction.deviceId,
              event.rawValue, transaction.transactionId, transaction.originalTransactionId, transaction.productId,
-             transaction.productType.rawValue, String(transaction.quantity), transaction.price, transaction.currency,
+             transaction.productType.rawValue, String(quantity), transaction.price, transaction.currency, amount,
              transaction.priceSource.rawValue, transaction.catalogPrice, transaction.offer.rawValue,
-             Self.text(transaction.purchaseDate), Self.text(transaction.expiresDate), transaction.isRevoked ? "true" : "false"]
+             Self.text(transaction.purchaseDate), Self.text(transaction.expiresDate), transaction.isRevoked ? "true" : "false",
+             event == .refund ? transaction.refund?.kind.rawValue : nil, event == .refund ? transaction.refund?.share.map(String.init) : nil,
+             transaction.storefront]
         }
     }
 

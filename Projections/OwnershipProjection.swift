@@ -13,8 +13,10 @@ import LedgerDomain
 /// auto-renewables end early where the App Store reported them expired (21006) before their expiry.
 public enum OwnershipProjection: UserProjection {
     public static let name = ProjectionName.ownership
-    /// Version bumped with `TransactionClassifier.version` 2: rows now follow the classifier over recorded facts.
-    public static let version = 3
+    /// Version 3 followed `TransactionClassifier.version` 2 (rows from the classifier over recorded
+    /// facts). Version 4: a restore of a purchase the stream never saw is owned since the original
+    /// purchase date Apple sends with it, and non-renewing ends follow `subscription_periods` v6.
+    public static let version = 4
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("product_id", "text NOT NULL", "the product owned"),

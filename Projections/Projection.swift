@@ -62,11 +62,16 @@ public struct ProjectionColumn: Hashable, Sendable {
     public let type: String
     /// A comment for readers of the table (finance reads these with SQL).
     public let meaning: String
+    /// For a column a version added: what the versions before it meant by it, as SQL over their
+    /// row `r` (an amount they computed as `price × quantity`, say), so that a dry run against one
+    /// of them compares the column. Nil: not compared against a version without it.
+    public let formerly: String?
 
-    public init(_ name: String, _ type: String, _ meaning: String) {
+    public init(_ name: String, _ type: String, _ meaning: String, formerly: String? = nil) {
         self.name = name
         self.type = type
         self.meaning = meaning
+        self.formerly = formerly
     }
 }
 

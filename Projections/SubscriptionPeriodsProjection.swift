@@ -15,8 +15,10 @@ public enum SubscriptionPeriodsProjection: UserProjection {
     /// facts). Version 4: an auto-renewable period's group is the one the catalog gave when the
     /// transaction was recorded, not the current one. Version 5: a subscription in a billing grace
     /// period (its latest renewal info says billing is retried, with a grace period) keeps its latest
-    /// period running until the grace period ends.
-    public static let version = 5
+    /// period running until the grace period ends. Version 6: in a chain of non-renewing periods
+    /// of mixed units (a week, then a month), each run of one unit starts where the previous
+    /// period ends (version 5 added all months, then all days, to the chain's start).
+    public static let version = 6
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("transaction_id", "text NOT NULL", "the transaction that paid for the period"),

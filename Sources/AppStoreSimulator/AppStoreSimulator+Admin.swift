@@ -15,11 +15,17 @@ extension AppStoreSimulator {
         var introOffer: IntroOffer?
         var price: String?
         var currency: String?
+        var advancedCommerce: Bool?
     }
     struct UserBody: Decodable { var userId: String? }
     struct PurchaseBody: Decodable { var userId: String; var bundleId: String; var productId: String; var quantity: Int? }
     struct RestoreBody: Decodable { var userId: String; var bundleId: String }
-    struct CancelBody: Decodable { var reason: Int? }
+    struct CancelBody: Decodable {
+        var reason: Int?
+        /// A prorated refund: the share refunded, in milliunits of a percent (40000 = 40 %).
+        var percentage: Int?
+    }
+    struct AppNotificationBody: Decodable { var type: String; var subtype: String? }
     struct AdvanceBody: Decodable { var seconds: Double?; var minutes: Double? }
 
     struct AppView: Encodable {
@@ -61,8 +67,8 @@ extension AppStoreSimulator {
         let admin = router.group("admin")
         /// A transaction as StoreKit 2 signs it now, with its product's price.
         @Sendable func signed(_ transaction: SimulatorTransaction) async throws -> String {
-            let price = await store.price(bundleId: transaction.bundleId, productId: transaction.productId)
-            return try signedPayloads.sign(signedPayloads.fields(of: transaction, price: price, environment: environment, signedDate: await store.now))
+            let product = await store.product(bundleId: transaction.bundleId, productId: transaction.productId)
+            return try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: await store.now))
         }
 
         admin.get("root.pem") { _, _ -> Response in
@@ -81,6 +87,21 @@ extension AppStoreSimulator {
             return try Self.json(AppView(bundleId: app.bundleId, sharedSecret: app.sharedSecret, notificationURL: app.notificationURL,
                                          products: app.products.values.sorted { $0.productId < $1.productId }))
         }
+        admin.post("apps/:bundleId/notifications") { request, context -> Response in
+            let bundleId = try context.parameters.require("bundleId")
+            guard let body = try await Self.decode(AppNotificationBody.self, request, context),
+                  ["EXTERNAL_PURCHASE_TOKEN", "RESCIND_CONSENT", "TEST"].contains(body.type)
+            else {
+                throw SimulatorError.badRequest("send {\"type\": \"EXTERNAL_PURCHASE_TOKEN\" | \"RESCIND_CONSENT\" | \"TEST\", \"subtype\"?}")
+            }
+            guard let url = try await store.app(bundleId).notificationURL else {
+                throw SimulatorError.conflict("\(bundleId) has no notification URL: PUT /admin/apps/\(bundleId) with {\"notificationURL\"} first")
+            }
+            let subtype = body.subtype ?? (body.type == "EXTERNAL_PURCHASE_TOKEN" ? "UNREPORTED" : nil)
+            let uuid = try await notifier.enqueueAppNotification(type: body.type, subtype: subtype, bundleId: bundleId, url: url,
+                                                                 at: await store.now)
+            return try Self.json(["notificationUUID": uuid], status: .accepted)
+        }
         admin.get("apps/:bundleId") { _, context -> Response in
             let app = try await store.app(try context.parameters.require("bundleId"))
             return try Self.json(AppView(
@@ -98,7 +119,8 @@ extension AppStoreSimulator {
                 bundleId: bundleId,
                 SimulatedProduct(
                     productId: productId, type: body.type, duration: body.duration, group: body.group, level: body.level,
-                    familyShareable: body.familyShareable ?? false, introOffer: body.introOffer, price: body.price, currency: body.currency
+                    familyShareable: body.familyShareable ?? false, introOffer: body.introOffer, price: body.price, currency: body.currency,
+                    advancedCommerce: body.advancedCommerce ?? false
                 )
             )
             return try Self.json(product)
@@ -147,7 +169,7 @@ extension AppStoreSimulator {
         admin.post("transactions/:transactionId/cancel") { request, context -> Response in
             let body = try await Self.decode(CancelBody.self, request, context, allowEmpty: true) ?? CancelBody()
             let transaction = try await store.cancel(
-                transactionId: try context.parameters.require("transactionId"), reason: body.reason ?? 0
+                transactionId: try context.parameters.require("transactionId"), reason: body.reason ?? 0, percentage: body.percentage
             )
             return try Self.json(RefundView(transaction: transaction))
         }

@@ -46,8 +46,8 @@ extension AppStoreSimulator {
                 let now = await store.now
                 var signed: [String] = []
                 for transaction in page {
-                    let price = await store.price(bundleId: bundleId, productId: transaction.productId)
-                    signed.append(try signedPayloads.sign(signedPayloads.fields(of: transaction, price: price, environment: environment, signedDate: now)))
+                    let product = await store.product(bundleId: bundleId, productId: transaction.productId)
+                    signed.append(try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: now)))
                 }
                 let next = start + page.count
                 return try Self.json(HistoryView(

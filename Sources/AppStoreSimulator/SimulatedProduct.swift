@@ -25,6 +25,9 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     /// as Apple's `price` (in milliunits) and `currency`. Receipts never did.
     public let price: String?
     public let currency: String?
+    /// An Advanced Commerce API product: its signed transactions carry Apple's nested
+    /// `advancedCommerceInfo` (descriptors, a list of items with their SKU and price, the tax).
+    public let advancedCommerce: Bool
 
     public init(
         productId: String,
@@ -35,8 +38,10 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         familyShareable: Bool = false,
         introOffer: IntroOffer? = nil,
         price: String? = nil,
-        currency: String? = nil
+        currency: String? = nil,
+        advancedCommerce: Bool = false
     ) {
+        self.advancedCommerce = advancedCommerce
         self.price = price
         self.currency = currency
         self.productId = productId
@@ -49,7 +54,7 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier, price, currency
+        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier, price, currency, advancedCommerce
     }
 
     /// Absent keys are absent features, so the products of earlier simulators still read.
@@ -64,7 +69,8 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
             familyShareable: try container.decodeIfPresent(Bool.self, forKey: .familyShareable) ?? false,
             introOffer: try container.decodeIfPresent(IntroOffer.self, forKey: .introOffer),
             price: try container.decodeIfPresent(String.self, forKey: .price),
-            currency: try container.decodeIfPresent(String.self, forKey: .currency)
+            currency: try container.decodeIfPresent(String.self, forKey: .currency),
+            advancedCommerce: try container.decodeIfPresent(Bool.self, forKey: .advancedCommerce) ?? false
         )
     }
 
@@ -81,6 +87,7 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         try container.encodeIfPresent(subscriptionGroupIdentifier, forKey: .subscriptionGroupIdentifier)
         try container.encodeIfPresent(price, forKey: .price)
         try container.encodeIfPresent(currency, forKey: .currency)
+        if advancedCommerce { try container.encode(advancedCommerce, forKey: .advancedCommerce) }
     }
 
     /// "0.99" as Apple's milliunits (990); nil for text that is not a decimal with at most three places.

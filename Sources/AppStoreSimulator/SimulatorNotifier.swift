@@ -17,8 +17,10 @@ actor SimulatorNotifier {
         let notificationType: String
         let subtype: String?
         let bundleId: String
-        let transactionId: String
-        let originalTransactionId: String
+        /// Nil for a notification about the app, not a transaction (an external purchase token, a
+        /// consent rescinded, a test).
+        let transactionId: String?
+        let originalTransactionId: String?
         let signedDate: Date
         let url: String
         var attempts: Int = 0
@@ -63,6 +65,41 @@ actor SimulatorNotifier {
     }
 
     func all() -> [Delivery] { deliveries }
+
+    /// Signs and queues a notification about the app rather than a transaction, in the shape
+    /// Apple gives each type: EXTERNAL_PURCHASE_TOKEN carries `externalPurchaseToken` (no
+    /// environment: a sandbox token's id starts with `SANDBOX_`), RESCIND_CONSENT carries `appData`
+    /// with a signed app transaction, TEST carries `data` without a transaction.
+    func enqueueAppNotification(type: String, subtype: String?, bundleId: String, url: String, at now: Date) throws -> String {
+        let uuid = UUID().uuidString.lowercased()
+        let appAppleId = Int64(SimulatorResponseRenderer.stableNumber(bundleId) % 10_000_000_000)
+        var payload: [String: Any] = ["notificationType": type, "notificationUUID": uuid, "version": "2.0", "signedDate": now.milliseconds]
+        if let subtype { payload["subtype"] = subtype }
+        switch type {
+        case "EXTERNAL_PURCHASE_TOKEN":
+            payload["externalPurchaseToken"] = [
+                "externalPurchaseId": (environment == .sandbox ? "SANDBOX_" : "") + UUID().uuidString.lowercased(),
+                "tokenCreationDate": now.milliseconds, "appAppleId": appAppleId, "bundleId": bundleId,
+            ] as [String: Any]
+        case "RESCIND_CONSENT":
+            let appTransaction = try signer.sign([
+                "receiptType": environment.responseValue, "appAppleId": appAppleId, "bundleId": bundleId, "applicationVersion": "1",
+                "receiptCreationDate": now.milliseconds, "originalPurchaseDate": now.milliseconds, "originalApplicationVersion": "1",
+                "appTransactionId": String(SimulatorResponseRenderer.stableNumber(uuid)), "originalPlatform": "iOS", "signedDate": now.milliseconds,
+            ])
+            payload["appData"] = [
+                "appAppleId": appAppleId, "bundleId": bundleId, "environment": environment.responseValue, "signedAppTransactionInfo": appTransaction,
+            ] as [String: Any]
+        default:
+            payload["data"] = ["appAppleId": appAppleId, "bundleId": bundleId, "environment": environment.responseValue, "bundleVersion": "1"]
+        }
+        let delivery = Delivery(notificationUUID: uuid, notificationType: type, subtype: subtype, bundleId: bundleId, transactionId: nil,
+                                originalTransactionId: nil, signedDate: now, url: url, signedPayload: try signer.sign(payload))
+        index[uuid] = deliveries.count
+        deliveries.append(delivery)
+        continuation.yield(uuid)
+        return uuid
+    }
 
     /// Sends what is queued until cancelled; each notification on its own, so one server's retries
     /// never hold back another notification.
@@ -124,7 +161,7 @@ actor SimulatorNotifier {
     }
 
     private func render(_ notice: SimulatorStore.Notice) throws -> Delivery {
-        let transaction = try signer.sign(signer.fields(of: notice.transaction, price: notice.price, environment: environment, signedDate: notice.at))
+        let transaction = try signer.sign(signer.fields(of: notice.transaction, product: notice.product, environment: environment, signedDate: notice.at))
         var renewalInfo: String?
         if notice.transaction.productType == .autoRenewable {
             renewalInfo = try signer.sign(signer.renewalFields(of: notice.transaction, subscription: notice.renewal, environment: environment,
@@ -145,23 +182,55 @@ actor SimulatorNotifier {
 }
 
 extension SimulatorSignedPayloads {
-    /// A simulator transaction as StoreKit 2 shows it.
+    /// A simulator transaction as StoreKit 2 shows it: Apple's `price` is the whole quantity's
+    /// (three coins at 0.99 are 2970), a refund says how much it took back (`revocationType`,
+    /// `revocationPercentage`), and an Advanced Commerce product carries `advancedCommerceInfo`.
     func fields(
-        of transaction: SimulatorTransaction, price: (milliunits: Int64, currency: String)?, environment: StoreEnvironment, signedDate: Date
+        of transaction: SimulatorTransaction, product: SimulatedProduct?, environment: StoreEnvironment, signedDate: Date
     ) -> [String: Any] {
         let trial = transaction.isTrialPeriod
         let revoked = transaction.cancellationDate
-        return Self.transaction(
+        let unit = product?.price.flatMap(SimulatedProduct.milliunits)
+        var fields = Self.transaction(
             transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, bundleId: transaction.bundleId,
             productId: transaction.productId, type: transaction.productType, purchaseDate: transaction.purchaseDate,
             originalPurchaseDate: transaction.originalPurchaseDate, expiresDate: transaction.expiresDate, quantity: transaction.quantity,
-            price: price.map { trial ? 0 : $0.milliunits }, currency: price?.currency, environment: environment,
+            price: unit.map { trial ? 0 : $0 * Int64(transaction.quantity) }, currency: unit.map { _ in product?.currency ?? "USD" },
+            environment: environment,
             webOrderLineItemId: transaction.webOrderLineItemId, subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier,
             revocationDate: revoked, revocationReason: revoked == nil || transaction.isUpgraded ? nil : (transaction.cancellationReason ?? 0),
             isUpgraded: transaction.isUpgraded, offerType: trial || transaction.isInIntroOfferPeriod ? 1 : nil,
             offerDiscountType: trial ? "FREE_TRIAL" : (transaction.isInIntroOfferPeriod ? "PAY_AS_YOU_GO" : nil),
             inAppOwnershipType: transaction.ownership.rawValue, signedDate: signedDate
         )
+        if revoked != nil, !transaction.isUpgraded {
+            switch (transaction.ownership, transaction.revocationPercentage) {
+            case (.familyShared, _): fields["revocationType"] = "FAMILY_REVOKE"
+            case (_, let share?): fields["revocationType"] = "REFUND_PRORATED"; fields["revocationPercentage"] = share
+            case (_, nil): fields["revocationType"] = "REFUND_FULL"
+            }
+        }
+        if let product, product.advancedCommerce, let unit {
+            fields["advancedCommerceInfo"] = Self.advancedCommerceInfo(product: product, unitPrice: unit, transaction: transaction)
+        }
+        return fields
+    }
+
+    /// Apple's `advancedCommerceInfo` of a transaction: descriptors, the items bought (a list of
+    /// objects, its key upper-case `SKU`), the tax, the period, a request reference.
+    static func advancedCommerceInfo(product: SimulatedProduct, unitPrice: Int64, transaction: SimulatorTransaction) -> [String: Any] {
+        var info: [String: Any] = [
+            "descriptors": ["description": "\(product.productId) plan", "displayName": product.productId],
+            "estimatedTax": unitPrice / 10,
+            "items": [[
+                "SKU": "\(product.productId).sku", "description": "\(product.productId) item", "displayName": product.productId,
+                "price": unitPrice * Int64(transaction.quantity),
+            ] as [String: Any]],
+            "requestReferenceId": "ref-\(transaction.transactionId)",
+            "taxCode": "C003-00-2", "taxExclusivePrice": unitPrice - unitPrice / 10, "taxRate": "0.10",
+        ]
+        if let duration = product.duration, product.type == .autoRenewable { info["period"] = duration == .sevenDays ? "P1W" : duration.rawValue }
+        return info
     }
 
     /// The renewal info of the subscription `transaction` is a period of.

@@ -6,11 +6,9 @@ import LedgerDomain
 extension SimulatorStore {
     // MARK: Notifications
 
-    /// A product's price per unit in milliunits, and its currency, when the product has one.
-    func price(bundleId: String, productId: String) -> (milliunits: Int64, currency: String)? {
-        apps[bundleId]?.products[productId].flatMap { product in
-            product.price.flatMap(SimulatedProduct.milliunits).map { ($0, product.currency ?? "USD") }
-        }
+    /// The product a transaction is of, as signing it needs it (its price, Advanced Commerce).
+    func product(bundleId: String, productId: String) -> SimulatedProduct? {
+        apps[bundleId]?.products[productId]
     }
 
     /// What happened since the last call that Apple would notify the app's server of, oldest first.
@@ -25,9 +23,8 @@ extension SimulatorStore {
         let renewal = transaction.productType == .autoRenewable
             ? (subscriptions[transaction.originalTransactionId]).flatMap { view(of: $0, at: now) }
             : nil
-        let price = price(bundleId: transaction.bundleId, productId: transaction.productId)
         notices.append(Notice(type: type, subtype: subtype, transaction: transaction, renewal: renewal, at: now,
-                              notificationURL: url, price: price))
+                              notificationURL: url, product: product(bundleId: transaction.bundleId, productId: transaction.productId)))
     }
 
     /// The notification Apple sends for a new transaction: none for restores and family members' copies.

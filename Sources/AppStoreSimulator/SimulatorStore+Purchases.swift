@@ -63,12 +63,15 @@ extension SimulatorStore {
     }
 
     /// Support cancels (refunds) a transaction now; a subscription it belongs to stops renewing.
-    func cancel(transactionId: String, reason: Int) throws -> SimulatorTransaction {
+    func cancel(transactionId: String, reason: Int, percentage: Int? = nil) throws -> SimulatorTransaction {
         guard var transaction = transactions[transactionId] else {
             throw SimulatorError.notFound("no transaction '\(transactionId)'")
         }
         guard reason == 0 || reason == 1 else {
             throw SimulatorError.badRequest("reason is 0 (other) or 1 (a problem in the app)")
+        }
+        if let percentage, !(1...100_000).contains(percentage) {
+            throw SimulatorError.badRequest("percentage is the refunded share in milliunits of a percent, 1 to 100000 (40000 is 40 %)")
         }
         if let source = transaction.sharedTransactionId {
             throw SimulatorError.badRequest("transaction \(transactionId) is a family member's copy: refund the buyer's transaction \(source)")
@@ -83,6 +86,7 @@ extension SimulatorStore {
         let now = self.now
         transaction.cancellationDate = now
         transaction.cancellationReason = reason
+        transaction.revocationPercentage = percentage == 100_000 ? nil : percentage
         transactions[transactionId] = transaction
         if var subscription = subscriptions[transaction.originalTransactionId], subscription.stoppedAt == nil {
             subscription.stoppedAt = now

@@ -35,8 +35,8 @@ actor SimulatorStore {
         let renewal: SubscriptionView?
         let at: Date
         let notificationURL: String
-        /// The product's price, per unit, in milliunits, and its currency.
-        let price: (milliunits: Int64, currency: String)?
+        /// The product, for its price and what else its signed transactions carry.
+        let product: SimulatedProduct?
     }
 
     struct UserApp: Hashable {

@@ -28,6 +28,10 @@ public struct SimulatorTransaction: Codable, Hashable, Sendable {
     public internal(set) var cancellationDate: Date?
     /// Set by support only: an upgrade cancels without a reason.
     public internal(set) var cancellationReason: Int?
+    /// A prorated refund: the share refunded, in milliunits of a percent (40000 = 40 %); nil for a
+    /// full refund. Signed views say it as `revocationType` REFUND_PRORATED and `revocationPercentage`;
+    /// receipts, as Apple's, say only that it was cancelled.
+    public internal(set) var revocationPercentage: Int?
     public let ownership: Ownership
     /// Auto-renewables only: the receipt's `subscription_group_identifier`.
     public let subscriptionGroupIdentifier: String?

@@ -25,7 +25,7 @@ extension Audit {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var filter: Filter
 
-        @Option(help: ArgumentHelp("Break down by any of day (UTC), product, currency, environment, comma-separated.", valueName: "keys"))
+        @Option(help: ArgumentHelp("Break down by any of day (UTC), product, currency, environment, storefront (the buyer's country), comma-separated.", valueName: "keys"))
         var groupBy: String?
 
         @Option(help: "table, csv or json.")
@@ -70,6 +70,7 @@ extension Audit {
                 if groupings.contains(.product) { columns.append(("product", { $0.productId ?? "" })) }
                 columns.append(("currency", { $0.currency ?? "(unpriced)" }))
                 if groupings.contains(.environment) { columns.append(("environment", { $0.environment?.rawValue ?? "" })) }
+                if groupings.contains(.storefront) { columns.append(("storefront", { $0.storefront ?? "(unknown)" })) }
                 columns += [
                     ("purchases", { String($0.purchases) }), ("units", { String($0.units) }), ("gross", { $0.gross }),
                     ("refunds", { String($0.refunds) }), ("refunded units", { String($0.refundedUnits) }),

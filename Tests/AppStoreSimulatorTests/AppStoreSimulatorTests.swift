@@ -324,6 +324,56 @@ import Testing
         }
     }
 
+    @Test func signedViewsGiveTheQuantitysTotalAndHowARefundTookItBack() async throws {
+        try await withSimulator { sim in
+            try await sim.defineProduct(bundle, "coins", type: "consumable", options: ["price": "0.99", "currency": "USD"])
+            try await sim.defineProduct(bundle, "gems", type: "consumable", options: ["price": "1.99", "currency": "EUR", "advancedCommerce": true])
+            try await sim.createUser("alice")
+            let coins = try await sim.purchase("alice", bundle, "coins", quantity: 3)
+            let gems = try await sim.purchase("alice", bundle, "gems", quantity: 2)
+            /// The user's signed transactions, decoded, by id.
+            func signedViews() async throws -> [String: [String: Any]] {
+                let listed = try await sim.admin(.GET, "/admin/users/alice/apps/\(bundle)")
+                var views: [String: [String: Any]] = [:]
+                for jws in listed.json["signedTransactions"].array ?? [] {
+                    let part = try #require(jws.string?.split(separator: ".").dropFirst().first)
+                    let data = try #require(Base64URL.decode(String(part)))
+                    let payload = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+                    views[payload["transactionId"] as? String ?? ""] = payload
+                }
+                return views
+            }
+            var views = try await signedViews()
+            #expect(views[coins.id]?["price"] as? Int == 2970 && views[coins.id]?["quantity"] as? Int == 3, "Apple's price is the total")
+            let commerce = try #require(views[gems.id]?["advancedCommerceInfo"] as? [String: Any])
+            #expect((commerce["items"] as? [[String: Any]])?.first?["price"] as? Int == 3980 && views[gems.id]?["currency"] as? String == "EUR")
+
+            let refused = try await sim.admin(.POST, "/admin/transactions/\(coins.id)/cancel", ["percentage": 100_001])
+            #expect(refused.status == 400 && refused.json["error"]["message"].string?.contains("40000 is 40 %") == true)
+            #expect(try await sim.admin(.POST, "/admin/transactions/\(coins.id)/cancel", ["percentage": 33333]).status == 200)
+            #expect(try await sim.admin(.POST, "/admin/transactions/\(gems.id)/cancel", [:]).status == 200)
+            views = try await signedViews()
+            #expect(views[coins.id]?["revocationType"] as? String == "REFUND_PRORATED" && views[coins.id]?["revocationPercentage"] as? Int == 33333)
+            #expect(views[gems.id]?["revocationType"] as? String == "REFUND_FULL" && views[gems.id]?["revocationPercentage"] == nil)
+        }
+    }
+
+    @Test func notificationsAboutTheAppNeedAKnownTypeAndAURL() async throws {
+        try await withSimulator { sim in
+            _ = try await sim.admin(.PUT, "/admin/apps/\(bundle)")
+            let noURL = try await sim.admin(.POST, "/admin/apps/\(bundle)/notifications", ["type": "TEST"])
+            #expect(noURL.status == 409 && noURL.json["error"]["message"].string?.contains("notificationURL") == true)
+            _ = try await sim.admin(.PUT, "/admin/apps/\(bundle)", ["notificationURL": "http://127.0.0.1:9/notifications"])
+            let unknown = try await sim.admin(.POST, "/admin/apps/\(bundle)/notifications", ["type": "DID_RENEW"])
+            #expect(unknown.status == 400 && unknown.json["error"]["message"].string?.contains("EXTERNAL_PURCHASE_TOKEN") == true)
+            let queued = try await sim.admin(.POST, "/admin/apps/\(bundle)/notifications", ["type": "EXTERNAL_PURCHASE_TOKEN"])
+            #expect(queued.status == 202 && queued.json["notificationUUID"].string != nil)
+            let listed = try await sim.admin(.GET, "/admin/notifications")
+            let token = try #require(listed.json["notifications"].array?.first { $0["notificationType"].string == "EXTERNAL_PURCHASE_TOKEN" })
+            #expect(token["subtype"].string == "UNREPORTED" && token["transactionId"].string == nil)
+        }
+    }
+
     @Test func restoreGivesNewTransactionsPointingAtTheOriginals() async throws {
         try await withSimulator { sim in
             try await sim.defineProduct(bundle, "pro", type: "non_consumable")

@@ -44,6 +44,20 @@ struct NonRenewingScheduleTests {
         #expect(periods[2].end == utc("2025-07-31T00:00:00.000Z"), "May 31 plus two months")
     }
 
+    @Test("each period follows the one before it when the durations change unit: a week, then a month, then a week")
+    func mixedDurationsFollowEachOther() {
+        let periods = NonRenewingSchedule.periods(of: [
+            purchase("t1", "2026-02-22T12:00:00.000Z", product: "gold.week", duration: week),
+            purchase("t2", "2026-02-22T13:00:00.000Z", product: "gold.month"),
+            purchase("t3", "2026-02-22T14:00:00.000Z", product: "gold.month"),
+            purchase("t4", "2026-02-22T15:00:00.000Z", product: "gold.week", duration: week),
+        ])
+        #expect(periods.map { LedgerJSON.formatTimestamp($0.end) } == [
+            "2026-03-01T12:00:00.000Z", "2026-04-01T12:00:00.000Z", "2026-05-01T12:00:00.000Z", "2026-05-08T12:00:00.000Z",
+        ], "a month from March 1 ends April 1, not March 29; months within a run still count from its start")
+        #expect(zip(periods, periods.dropFirst()).allSatisfy { $0.end == $1.start }, "back to back")
+    }
+
     @Test("activeUntil is the end of the group's run, through periods of the group's other products")
     func activeUntilIsTheGroupsRun() {
         let periods = NonRenewingSchedule.periods(of: [

@@ -62,7 +62,8 @@ import Testing
         try await Self.run { api, signed in
             try await api.defineProduct("coins.100", type: "consumable", prices: ["USD": "0.99"])
             let bought = Date().addingTimeInterval(-60)
-            let jws = try signed.transaction("2000000000000001", product: "coins.100", type: .consumable, at: bought, price: 1290, currency: "USD",
+            // Apple's price is the whole quantity's: two for 2.58.
+            let jws = try signed.transaction("2000000000000001", product: "coins.100", type: .consumable, at: bought, price: 2580, currency: "USD",
                                              quantity: 2)
             let first = try await api.postTransaction("alice", device: "phone", jws)
             #expect(first.status == 200, "\(first.text)")
@@ -74,7 +75,7 @@ import Testing
             // The same transaction again (another signature of it, later): nothing new.
             let again = try await api.postTransaction("alice", device: "phone",
                                                       try signed.transaction("2000000000000001", product: "coins.100", type: .consumable,
-                                                                             at: bought, price: 1290, currency: "USD", quantity: 2, signedAt: Date().addingTimeInterval(60)))
+                                                                             at: bought, price: 2580, currency: "USD", quantity: 2, signedAt: Date().addingTimeInterval(60)))
             #expect(again.status == 200 && again.kinds.isEmpty && again.duplicates == ["2000000000000001"], "\(again.text)")
 
             // Finance reads Apple's own price, not the catalog's.
@@ -88,7 +89,7 @@ import Testing
                 "SELECT data -> 'fields' ->> 'price', data -> 'fields' ->> 'type' FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1'"
             )
             for try await (price, type) in stored.decode((String?, String?).self) {
-                #expect(price == "1290" && type == "Consumable")
+                #expect(price == "2580" && type == "Consumable")
             }
             let kept = try await api.client.query("SELECT count(*) FROM ledger.receipts WHERE receipt_data = \(jws)")
             for try await count in kept.decode(Int.self) { #expect(count == 1) }
@@ -193,7 +194,8 @@ import Testing
         try await Self.run { api, signed in
             try await api.defineProduct("coins.100", type: "consumable")
             let bought = Date().addingTimeInterval(-3600)
-            let purchase = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, quantity: 3)
+            // Apple's price is the whole quantity's: three coins for 2.97.
+            let purchase = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, price: 2970, quantity: 3)
             #expect(try await api.postTransaction("nina", device: "phone", purchase).status == 200)
             let used = try await api.send(.POST, "/v1/apps/\(Self.app)/users/nina/consumptions", key: api.allKey,
                                           json: ["productId": "coins.100", "quantity": 2, "deviceId": "phone"])
@@ -210,11 +212,12 @@ import Testing
             #expect(request["unitsPurchased"] as? Int == 3 && request["unitsConsumed"] as? Int == 2, "\(request)")
             #expect(request["delivered"] as? Bool == true && request["refunded"] as? Bool == false && request["finished"] as? Bool == false)
             let account = request["account"] as? [String: Any]
-            #expect((account?["purchased"] as? [[String: Any]])?.first?["amount"] as? String == "2.97", "990 milliunits × 3: \(request)")
+            #expect((account?["purchased"] as? [[String: Any]])?.first?["amount"] as? String == "2.97", "2970 milliunits for the three: \(request)")
             #expect((account?["refunded"] as? [Any])?.isEmpty == true)
 
             // Apple refunds after all.
-            let refund = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, quantity: 3, revoked: Date())
+            let refund = try signed.transaction("2000000000000040", product: "coins.100", type: .consumable, at: bought, price: 2970, quantity: 3,
+                                                revoked: Date())
             #expect(try await api.postNotification(try signed.notification("REFUND", transaction: refund)).status == 200)
             let after = try await api.send(.GET, "/v1/apps/\(Self.app)/users/nina/consumption-requests", key: api.keys["read"])
             let refunded = try #require((after.json["requests"] as? [[String: Any]])?.first)

@@ -328,7 +328,7 @@ struct AuditQueriesTests {
             try await queries.forEachEvent(app: Self.appA, filter: Self.everything, pageSize: 3) { csv += AuditCSV.line($0) }
             let records = try CSVReader.parse(csv)
             #expect(records.count == 10)
-            #expect(records.allSatisfy { $0.count == 21 })
+            #expect(records.allSatisfy { $0.count == 24 })
             let header = records[0]
             let odd = try #require(records.dropFirst().first { $0[header.firstIndex(of: "transaction_id")!] == "t6" })
             #expect(odd[header.firstIndex(of: "device_id")!] == Self.oddDevice)

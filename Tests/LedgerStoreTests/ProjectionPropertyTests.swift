@@ -26,12 +26,18 @@ struct ProjectionPropertyTests {
                 """
                 SELECT count(*) FILTER (WHERE data::text LIKE '%FAMILY_SHARED%'), count(*) FILTER (WHERE data::text LIKE '%"is_upgraded": "true"%'),
                        count(*) FILTER (WHERE data::text LIKE '%"is_trial_period": "true"%'), count(*) FILTER (WHERE data::text LIKE '%origin-%'),
-                       count(*) FILTER (WHERE data::text LIKE '%cancellation_reason%')
+                       count(*) FILTER (WHERE data::text LIKE '%cancellation_reason%'),
+                       count(*) FILTER (WHERE data::text LIKE '%REFUND_PRORATED%' AND data::text LIKE '%"quantity": "3"%'),
+                       count(*) FILTER (WHERE data::text LIKE '%REFUND_PRORATED%' AND data::text LIKE '%expiresDate%')
                 FROM ledger.events WHERE event_type = 'AppStoreTransactionObserved.v1'
                 """, logger: TestDatabase.logger
             ).collect()
-            let counts = try #require(shapes.first).decode((Int, Int, Int, Int, Int).self)
-            #expect([counts.0, counts.1, counts.2, counts.3, counts.4].filter { $0 > 0 }.count == 5, "\(counts)")
+            let counts = try #require(shapes.first).decode((Int, Int, Int, Int, Int, Int, Int).self)
+            #expect([counts.0, counts.1, counts.2, counts.3, counts.4, counts.5, counts.6].filter { $0 > 0 }.count == 7, "\(counts)")
+            let euros = try #require(try await client.query(
+                "SELECT count(*)::int FROM ledger.events WHERE event_type LIKE 'ReceiptPosted%' AND data ->> 'currency' = 'EUR'", logger: TestDatabase.logger
+            ).collect().first).decode(Int.self)
+            #expect(euros > 0, "the users' currency changes over time")
             var random = SplitMix(seed: UInt64(seed))
             let head = try await store.headPosition()
             // Several runners in a row, each with its own batch size, each stopped early.

@@ -32,6 +32,24 @@ enum FixedBalances: UserProjection {
     }
 }
 
+/// The fix with two columns version 1 lacked: one it says what version 1 meant by (its balance),
+/// one it does not.
+enum FixedBalancesWithMoreColumns: UserProjection {
+    static let name: ProjectionName = "test_balances"
+    static let version = 3
+    static let columns = BuggyBalances.columns + [
+        ProjectionColumn("balance_shown", "bigint NOT NULL", "the balance as shown", formerly: "r.balance"),
+        ProjectionColumn("note", "text NOT NULL", "new information"),
+    ]
+    static let keyColumns = BuggyBalances.keyColumns
+
+    static func rows(app: String, user: String, state: UserLedger, catalog: ProductCatalog) -> [TextRow] {
+        FixedBalances.rows(app: app, user: user, state: state, catalog: catalog).map {
+            TextRow(columnValues: $0.columnValues + [$0.columnValues[1], "new"])
+        }
+    }
+}
+
 @Suite("Replaying history into a fixed projection")
 struct ProjectionRebuilderTests {
     @Test("a dry run names exactly the rows the fix changes, with before and after; the rebuild then switches")
@@ -67,6 +85,14 @@ struct ProjectionRebuilderTests {
             #expect(try await ProjectionRunnerTests.checkpoint(BuggyBalances.self, client).1 == "live")
             let leftovers = try await client.query("SELECT to_regclass('ledger.test_balances_v2_rebuild') IS NULL", logger: TestDatabase.logger).collect()
             #expect(try leftovers[0].decode(Bool.self))
+
+            // Against a version without some of its columns: those it says what the old version
+            // meant by are compared, the others are not.
+            let wider = try #require(try await rebuilder.rebuild(FixedBalancesWithMoreColumns.self, dryRun: true).differences)
+            #expect(Set(wider.map(\.user)) == revoked)
+            let widerU0 = try #require(wider.first { $0.user == "u0" })
+            #expect(widerU0.before?["balance_shown"] == "3" && widerU0.after?["balance_shown"] == "-2", "\(widerU0)")
+            #expect(widerU0.before?["note"] == nil && widerU0.after?["note"] == nil, "not compared: version 1 had no note")
 
             let switched = try await rebuilder.rebuild(FixedBalances.self, dryRun: false)
             #expect(switched.differences == nil)

@@ -13,8 +13,9 @@ import Synchronization
 /// sometimes gets refunded, and sometimes posts the same receipt twice. Every fourth round also
 /// brings one of Apple's other shapes: a restored period sharing its web order, an upgrade that
 /// cuts a period short, a family member's copy, a free trial of a product the catalog lacks, a
-/// restore of a purchase the ledger never saw, or a refund that arrives with its transaction. The
-/// same seed writes the same history.
+/// restore of a purchase the ledger never saw, a refund that arrives with its transaction, or
+/// StoreKit 2's view of a multi-unit purchase abroad or of a renewal, refunded in part; now and
+/// then a device reports euros. The same seed writes the same history.
 public struct HistorySeeder: Sendable {
     public struct Options: Sendable {
         public var apps: Int
@@ -190,12 +191,28 @@ public struct HistorySeeder: Sendable {
                 refunded["cancellation_reason"] = "0"
                 transactions.append(refunded)
             }
+            // And one of StoreKit 2's views, in turn.
+            if (index + round / 4) % 2 == 0 {
+                // StoreKit 2's view of three coins bought in France: Apple's price is the total, in
+                // euros; one of the three refunded since (33.333 % of the quantity).
+                transactions.append(Self.signed(id("s"), "coins.100", type: "Consumable", quantity: 3, price: "2970", currency: "EUR",
+                                                storefront: "FRA", purchased: base, signed: base.addingTimeInterval(86_400),
+                                                revocation: (base.addingTimeInterval(86_400), "REFUND_PRORATED", 33333)))
+            } else {
+                // StoreKit 2's view of a monthly renewal in the United States, refunded in part.
+                transactions.append(Self.signed(id("p"), subscription, type: "Auto-Renewable Subscription", product: "pro.monthly",
+                                                quantity: 1, price: "4990", currency: "USD", storefront: "USA", purchased: base,
+                                                expires: base.addingTimeInterval(30 * 86_400), signed: base.addingTimeInterval(3_600),
+                                                revocation: (base.addingTimeInterval(3_600), "REFUND_PRORATED", 40000)))
+            }
         }
         let receipt = try Self.receipt("seed \(user) \(round)", app: app, environment: environment, answeredAt: base, transactions: transactions)
-        let transactionIds = transactions.compactMap { $0["transaction_id"] }
-        var written = try await record(receipt, app: app, user: user, device: device)
+        let transactionIds = transactions.compactMap { $0["transaction_id"] ?? $0["transactionId"] }
+        // Now and then the device reports euros: the user's currency changes over time.
+        let currency = (index + round) % 5 == 0 ? "EUR" : "USD"
+        var written = try await record(receipt, app: app, user: user, device: device, currency: currency)
         if random.next() % 5 == 0 {
-            written += try await record(receipt, app: app, user: user, device: device)  // a duplicate submission
+            written += try await record(receipt, app: app, user: user, device: device, currency: currency)  // a duplicate submission
         }
         written += try await execute(app: app, user: user) { state, catalog in
             var events: [PendingEvent] = []
@@ -248,9 +265,39 @@ public struct HistorySeeder: Sendable {
         return (answer, document)
     }
 
+    /// A transaction in StoreKit 2's naming (`JWSTransactionDecodedPayload`), as the transactions
+    /// route records it: Apple's `price` in milliunits for the whole quantity, the storefront, and
+    /// how a refund took it back.
+    static func signed(
+        _ transactionId: String, _ original: String? = nil, type: String, product: String? = nil, quantity: Int, price: String,
+        currency: String, storefront: String, purchased: Date, expires: Date? = nil, signed: Date,
+        revocation: (date: Date, type: String, percentage: Int?)? = nil
+    ) -> [String: String] {
+        var fields = [
+            "transactionId": transactionId, "originalTransactionId": original ?? transactionId, "productId": product ?? "coins.100",
+            "type": type, "quantity": String(quantity), "purchaseDate": String(purchased.milliseconds),
+            "originalPurchaseDate": String(purchased.milliseconds), "price": price, "currency": currency, "storefront": storefront,
+            "storefrontId": storefront == "FRA" ? "143442" : "143441", "inAppOwnershipType": "PURCHASED", "environment": "Production",
+            "signedDate": String(signed.milliseconds), "transactionReason": "PURCHASE",
+        ]
+        if let expires {
+            fields["expiresDate"] = String(expires.milliseconds)
+            fields["webOrderLineItemId"] = "8\(transactionId)"
+        }
+        if let revocation {
+            fields["revocationDate"] = String(revocation.date.milliseconds)
+            fields["revocationReason"] = "0"
+            fields["revocationType"] = revocation.type
+            fields["revocationPercentage"] = revocation.percentage.map(String.init)
+        }
+        return fields
+    }
+
     /// Records a receipt through the use case the receipts route calls, with the device's price.
-    private func record(_ receipt: (answer: AppStoreAnswer, document: AppStoreDocument), app: String, user: String, device: String) async throws -> Int {
-        let post = RecordAppStoreFacts.Post(app: app, userId: user, deviceId: device, price: "0.99", currency: "USD",
+    private func record(
+        _ receipt: (answer: AppStoreAnswer, document: AppStoreDocument), app: String, user: String, device: String, currency: String = "USD"
+    ) async throws -> Int {
+        let post = RecordAppStoreFacts.Post(app: app, userId: user, deviceId: device, price: "0.99", currency: currency,
                                             metadata: ["source": "ledger-bench seed"])
         let recording = try await recordFacts.record(receipt.answer, document: receipt.document, post: post)
         commandsRun.count.add(1, ordering: .relaxed)

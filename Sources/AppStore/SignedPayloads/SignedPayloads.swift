@@ -2,10 +2,19 @@ import Foundation
 import LedgerDomain
 
 /// The fields of a signed payload as text, by Apple's key: strings as they are, numbers and
-/// booleans as JSON wrote them (`990`, `true`), nested objects flattened under `outer.inner`.
-/// What the ledger records is this, verbatim: `AppStoreFields` reads it.
+/// booleans as JSON wrote them (`990`, `true`), nested objects flattened under `outer.inner`, a
+/// list of strings joined with commas (`eligibleWinBackOfferIds`), and any other list (Advanced
+/// Commerce's `items`, objects in a list) kept whole as canonical JSON text. What the ledger
+/// records is this, verbatim: `AppStoreFields` reads it.
+///
+/// Whatever Apple adds is kept, never refused: a shape this version does not know is recorded as
+/// it came. The payload is bounded in size by the route; nesting deeper than `maximumDepth` is kept
+/// as JSON text at that depth, so no shape can make the reading run away.
 public struct SignedFields: Decodable, Sendable, Hashable {
     public let values: [String: String]
+
+    /// Objects within objects flattened at most this deep; below, kept whole as JSON text.
+    static let maximumDepth = 8
 
     public init(from decoder: any Decoder) throws {
         var values: [String: String] = [:]
@@ -15,25 +24,73 @@ public struct SignedFields: Decodable, Sendable, Hashable {
 
     /// Keys of `skip` (at the top level) are left out: they are read on their own.
     static func flatten(
-        _ container: KeyedDecodingContainer<AnyKey>, prefix: String, skipping skip: Set<String> = [], into values: inout [String: String]
+        _ container: KeyedDecodingContainer<AnyKey>, prefix: String, skipping skip: Set<String> = [], depth: Int = 0,
+        into values: inout [String: String]
     ) throws {
         for key in container.allKeys where !skip.contains(key.stringValue) {
             let name = prefix + key.stringValue
-            if try container.decodeNil(forKey: key) { continue }
-            if let text = try? container.decode(String.self, forKey: key) {
-                values[name] = text
-            } else if let flag = try? container.decode(Bool.self, forKey: key) {
-                values[name] = flag ? "true" : "false"
-            } else if let integer = try? container.decode(Int64.self, forKey: key) {
-                values[name] = String(integer)
-            } else if let number = try? container.decode(Double.self, forKey: key) {
-                values[name] = String(number)
-            } else if let nested = try? container.nestedContainer(keyedBy: AnyKey.self, forKey: key) {
-                try flatten(nested, prefix: name + ".", into: &values)
-            } else if var list = try? container.nestedUnkeyedContainer(forKey: key) {
-                var items: [String] = []
-                while !list.isAtEnd { items.append((try? list.decode(String.self)) ?? "") }
-                values[name] = items.joined(separator: ",")
+            let value = try container.decode(JSONValue.self, forKey: key)
+            switch value {
+            case .null:
+                continue
+            case .object where depth < maximumDepth:
+                try flatten(container.nestedContainer(keyedBy: AnyKey.self, forKey: key), prefix: name + ".", depth: depth + 1, into: &values)
+            case .array(let items) where items.allSatisfy({ if case .string(let text) = $0 { !text.contains(",") } else { false } }):
+                values[name] = items.map { if case .string(let text) = $0 { text } else { "" } }.joined(separator: ",")
+            default:
+                values[name] = value.text
+            }
+        }
+    }
+
+    /// Any JSON value, for fields whose shape Apple may change: read without a schema, written
+    /// back as canonical text (sorted keys, no spaces).
+    enum JSONValue: Decodable, Hashable {
+        case null, bool(Bool), integer(Int64), number(Double), string(String)
+        indirect case array([JSONValue])
+        indirect case object([String: JSONValue])
+
+        init(from decoder: any Decoder) throws {
+            if var list = try? decoder.unkeyedContainer() {
+                var items: [JSONValue] = []
+                while !list.isAtEnd { items.append(try list.decode(JSONValue.self)) }
+                self = .array(items)
+            } else if let object = try? decoder.container(keyedBy: AnyKey.self) {
+                var members: [String: JSONValue] = [:]
+                for key in object.allKeys { members[key.stringValue] = try object.decode(JSONValue.self, forKey: key) }
+                self = .object(members)
+            } else {
+                let single = try decoder.singleValueContainer()
+                if single.decodeNil() { self = .null }
+                else if let flag = try? single.decode(Bool.self) { self = .bool(flag) }
+                else if let integer = try? single.decode(Int64.self) { self = .integer(integer) }
+                else if let number = try? single.decode(Double.self) { self = .number(number) }
+                else { self = .string(try single.decode(String.self)) }
+            }
+        }
+
+        /// A scalar as the flattened fields write it (a string as it is); a list or an object as
+        /// canonical JSON.
+        var text: String {
+            switch self {
+            case .null: "null"
+            case .bool(let flag): flag ? "true" : "false"
+            case .integer(let integer): String(integer)
+            case .number(let number): String(number)
+            case .string(let text): text
+            case .array, .object: json
+            }
+        }
+
+        var json: String {
+            switch self {
+            case .string(let text):
+                // Encoding a string cannot fail.
+                (try? String(decoding: JSONEncoder().encode(text), as: UTF8.self)) ?? "\"\""
+            case .array(let items): "[" + items.map(\.json).joined(separator: ",") + "]"
+            case .object(let members):
+                "{" + members.keys.sorted().map { key in JSONValue.string(key).json + ":" + members[key]!.json }.joined(separator: ",") + "}"
+            default: text
             }
         }
     }
@@ -99,8 +156,19 @@ public struct SignedNotification: AppStoreSignedPayload, Hashable {
     public let signedTransactionInfo: String?
     public let signedRenewalInfo: String?
 
-    public var payloadBundleId: String? { fields["data.bundleId"] ?? fields["summary.bundleId"] ?? fields["externalPurchaseToken.bundleId"] }
-    public var payloadEnvironment: String? { fields["data.environment"] ?? fields["summary.environment"] }
+    /// The app it is about, from whichever of Apple's mutually exclusive objects it carries
+    /// (`data`, `summary`, `externalPurchaseToken`, `appData`).
+    public var payloadBundleId: String? {
+        fields["data.bundleId"] ?? fields["summary.bundleId"] ?? fields["externalPurchaseToken.bundleId"] ?? fields["appData.bundleId"]
+    }
+
+    /// The environment it is about. An external purchase token names none: Apple's sandbox tokens
+    /// are those whose `externalPurchaseId` starts with `SANDBOX`, as Apple's own library reads them.
+    public var payloadEnvironment: String? {
+        if let named = fields["data.environment"] ?? fields["summary.environment"] ?? fields["appData.environment"] { return named }
+        guard let token = fields["externalPurchaseToken.externalPurchaseId"] else { return nil }
+        return token.hasPrefix("SANDBOX") ? StoreEnvironment.sandbox.responseValue : StoreEnvironment.production.responseValue
+    }
 
     enum Keys: String, CodingKey { case notificationType, subtype, notificationUUID, signedDate, data }
     enum DataKeys: String, CodingKey { case signedTransactionInfo, signedRenewalInfo }

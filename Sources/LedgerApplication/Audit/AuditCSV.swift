@@ -14,7 +14,7 @@ public enum AuditCSV {
     public static let header = line([
         "position", "occurred_at", "recorded_at", "environment", "user_id", "device_id", "event", "transaction_id",
         "original_transaction_id", "product_id", "product_type", "quantity", "price", "currency", "amount",
-        "price_source", "catalog_price", "offer", "purchase_date", "expires_date", "revoked",
+        "price_source", "catalog_price", "offer", "purchase_date", "expires_date", "revoked", "refund", "refund_share", "storefront",
     ])
 
     public static func line(_ row: AuditRow) -> String {
@@ -23,18 +23,19 @@ public enum AuditCSV {
             row.environment.rawValue, text(row.userId), row.deviceId.map(text), row.event.rawValue, text(row.transactionId),
             text(row.originalTransactionId), text(row.productId), row.productType.rawValue, String(row.quantity), row.price, row.currency,
             row.amount, row.priceSource.rawValue, row.catalogPrice, row.offer.rawValue, LedgerJSON.formatTimestamp(row.purchaseDate), row.expiresDate.map(LedgerJSON.formatTimestamp),
-            row.revoked ? "true" : "false",
+            row.revoked ? "true" : "false", row.refund, row.refundShare.map(String.init), row.storefront.map(text),
         ])
     }
 
     public static let summaryHeader = line([
-        "day", "product_id", "currency", "environment", "purchases", "units", "gross", "refunds", "refunded_units",
+        "day", "product_id", "currency", "environment", "storefront", "purchases", "units", "gross", "refunds", "refunded_units",
         "refunded_amount", "net", "unpriced",
     ])
 
     public static func line(_ row: AuditSummaryRow) -> String {
         line([
-            row.day, row.productId.map(text), row.currency, row.environment?.rawValue, String(row.purchases), String(row.units), row.gross,
+            row.day, row.productId.map(text), row.currency, row.environment?.rawValue, row.storefront.map(text), String(row.purchases),
+            String(row.units), row.gross,
             String(row.refunds), String(row.refundedUnits), row.refundedAmount, row.net, String(row.unpriced),
         ])
     }

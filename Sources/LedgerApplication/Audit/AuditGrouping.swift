@@ -8,6 +8,8 @@ public enum AuditGrouping: String, Sendable, Codable, Hashable, CaseIterable {
     case product
     case currency
     case environment
+    /// The buyer's App Store country (Apple's `storefront`, ISO 3166-1 alpha-3).
+    case storefront
 
     /// Groupings from a comma-separated list such as `day,product`.
     public static func parse(list text: String, field: String = "groupBy") throws(AuditQueryError) -> Set<AuditGrouping> {
@@ -15,7 +17,7 @@ public enum AuditGrouping: String, Sendable, Codable, Hashable, CaseIterable {
         for part in text.split(separator: ",", omittingEmptySubsequences: false) {
             let name = part.trimmingCharacters(in: .whitespaces)
             guard let grouping = AuditGrouping(rawValue: name) else {
-                throw .invalidFilter(field: field, "'\(name)' is not a summary grouping: use day, product, currency or environment, comma-separated")
+                throw .invalidFilter(field: field, "'\(name)' is not a summary grouping: use day, product, currency, environment or storefront, comma-separated")
             }
             groupings.insert(grouping)
         }

@@ -25,7 +25,8 @@ public struct AuditRow: Sendable, Hashable {
     /// Price per unit as decimal text, nil when no source knows it (unpriced).
     public let price: String?
     public let currency: String?
-    /// `price × quantity` as decimal text; nil when the price is unknown.
+    /// The row's money as decimal text: the whole quantity's (Apple's signed price as it is, else
+    /// price × quantity), or for a refund what it gave back; nil when unpriced.
     public let amount: String?
     /// Where `price` comes from: device, catalog, trial or none.
     public let priceSource: UserLedger.Transaction.PriceSource
@@ -37,13 +38,20 @@ public struct AuditRow: Sendable, Hashable {
     public let expiresDate: Date?
     /// The transaction has been refunded or revoked (on its purchase row as on its refund row).
     public let revoked: Bool
+    /// Refund rows: full, prorated or family_revoke; nil on other rows.
+    public let refund: String?
+    /// Refund rows of a prorated refund: the share refunded, in milliunits of a percent (40000 = 40 %).
+    public let refundShare: Int?
+    /// The buyer's App Store country (ISO 3166-1 alpha-3, Apple's `storefront`); nil when only
+    /// verifyReceipt receipts told of the transaction, which name no storefront.
+    public let storefront: String?
 
     public init(
         position: Int64, occurredAt: Date, recordedAt: Date?, environment: StoreEnvironment, userId: String,
         deviceId: String?, event: AuditEventKind, transactionId: String, originalTransactionId: String, productId: String,
         productType: ProductType, quantity: Int, price: String?, currency: String?, amount: String?,
         priceSource: UserLedger.Transaction.PriceSource, catalogPrice: String?, offer: UserLedger.Transaction.Offer,
-        purchaseDate: Date, expiresDate: Date?, revoked: Bool
+        purchaseDate: Date, expiresDate: Date?, revoked: Bool, refund: String? = nil, refundShare: Int? = nil, storefront: String? = nil
     ) {
         self.position = position
         self.occurredAt = occurredAt
@@ -66,6 +74,9 @@ public struct AuditRow: Sendable, Hashable {
         self.purchaseDate = purchaseDate
         self.expiresDate = expiresDate
         self.revoked = revoked
+        self.refund = refund
+        self.refundShare = refundShare
+        self.storefront = storefront
     }
 }
 
@@ -73,7 +84,7 @@ extension AuditRow: Codable {
     enum CodingKeys: String, CodingKey {
         case position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId
         case productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer
-        case purchaseDate, expiresDate, revoked
+        case purchaseDate, expiresDate, revoked, refund, refundShare, storefront
     }
 
     public init(from decoder: any Decoder) throws {
@@ -112,7 +123,10 @@ extension AuditRow: Codable {
             offer: try container.decode(UserLedger.Transaction.Offer.self, forKey: .offer),
             purchaseDate: try required(.purchaseDate),
             expiresDate: try time(.expiresDate),
-            revoked: try container.decode(Bool.self, forKey: .revoked)
+            revoked: try container.decode(Bool.self, forKey: .revoked),
+            refund: try container.decodeIfPresent(String.self, forKey: .refund),
+            refundShare: try container.decodeIfPresent(Int.self, forKey: .refundShare),
+            storefront: try container.decodeIfPresent(String.self, forKey: .storefront)
         )
     }
 
@@ -139,5 +153,8 @@ extension AuditRow: Codable {
         try container.encode(LedgerJSON.formatTimestamp(purchaseDate), forKey: .purchaseDate)
         try container.encode(expiresDate.map(LedgerJSON.formatTimestamp), forKey: .expiresDate)
         try container.encode(revoked, forKey: .revoked)
+        try container.encode(refund, forKey: .refund)
+        try container.encode(refundShare, forKey: .refundShare)
+        try container.encode(storefront, forKey: .storefront)
     }
 }

@@ -11,24 +11,31 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
     public let productId: String?
     public let currency: String?
     public let environment: StoreEnvironment?
+    /// The buyer's App Store country (ISO 3166-1 alpha-3), when grouped by storefront; nil in
+    /// such a group for rows that cannot know it (verifyReceipt receipts name no storefront).
+    public let storefront: String?
     /// Purchase and renewal rows.
     public let purchases: Int
     /// Units of those rows.
     public let units: Int
-    /// Sum of price × quantity over those of them with a price.
+    /// Sum of the amounts of those of them with a price (Apple's signed price is already the
+    /// whole quantity's).
     public let gross: String
+    /// Refund rows, the units they took back, and what they gave back (the refunded share for a
+    /// prorated refund, nothing for a family revocation).
     public let refunds: Int
     public let refundedUnits: Int
     public let refundedAmount: String
     /// gross − refundedAmount.
     public let net: String
-    /// Rows (of any event) without a price: not in any amount.
+    /// Rows (of any event) without an amount: not in any total.
     public let unpriced: Int
 
     public init(
-        day: String?, productId: String?, currency: String?, environment: StoreEnvironment?, purchases: Int, units: Int,
+        day: String?, productId: String?, currency: String?, environment: StoreEnvironment?, storefront: String? = nil, purchases: Int, units: Int,
         gross: String, refunds: Int, refundedUnits: Int, refundedAmount: String, net: String, unpriced: Int
     ) {
+        self.storefront = storefront
         self.day = day
         self.productId = productId
         self.currency = currency
@@ -44,7 +51,7 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case day, productId, currency, environment, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced
+        case day, productId, currency, environment, storefront, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced
     }
 
     /// Every key present, null when not grouped on, so every row has the same shape.
@@ -54,6 +61,7 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
         try container.encode(productId, forKey: .productId)
         try container.encode(currency, forKey: .currency)
         try container.encode(environment, forKey: .environment)
+        try container.encode(storefront, forKey: .storefront)
         try container.encode(purchases, forKey: .purchases)
         try container.encode(units, forKey: .units)
         try container.encode(gross, forKey: .gross)

@@ -28,7 +28,7 @@ public struct ConsumptionRequests: Sendable {
         @NullWhenAbsent public var productId: String?
         @NullWhenAbsent public var productType: String?
         @NullWhenAbsent public var environment: String?
-        /// Units of the product the user bought (live purchases) and used, in all.
+        /// Units of the product the user bought (less what refunds took back) and used, in all.
         @NullWhenAbsent public var unitsPurchased: Int?
         @NullWhenAbsent public var unitsConsumed: Int?
         public let delivered: Bool
@@ -74,9 +74,7 @@ public struct ConsumptionRequests: Sendable {
                 reason: notification.consumptionRequestReason, transactionId: notification.transactionId,
                 originalTransactionId: notification.originalTransactionId, productId: product, productType: transaction?.productType.rawValue,
                 environment: transaction?.environment.rawValue,
-                unitsPurchased: product.map { product in
-                    state.transactions(ofProduct: product).filter { $0.kind == .purchase && !$0.isRevoked }.reduce(0) { $0 + $1.quantity }
-                },
+                unitsPurchased: product.map(state.purchasedUnits(of:)),
                 unitsConsumed: product.map { state.consumed[$0, default: 0] },
                 delivered: transaction.map { transaction in
                     // A device posted it, or the ledger restored it to one.
@@ -95,10 +93,9 @@ public struct ConsumptionRequests: Sendable {
         var first: Date?
         for transaction in state.transactionsInOrder where transaction.environment == environment && transaction.kind.isPayment && !transaction.isFamilyShared {
             first = min(first ?? transaction.purchaseDate, transaction.purchaseDate)
-            guard let price = transaction.price.flatMap({ Decimal(string: $0) }), let currency = transaction.currency else { continue }
-            let amount = price * Decimal(transaction.quantity)
+            guard let amount = transaction.amount.flatMap({ Decimal(string: $0) }), let currency = transaction.currency else { continue }
             purchased[currency, default: 0] += amount
-            if transaction.isRevoked { refunded[currency, default: 0] += amount }
+            if let back = transaction.refundedAmount.flatMap({ Decimal(string: $0) }) { refunded[currency, default: 0] += back }
         }
         func list(_ sums: [String: Decimal]) -> [Amount] {
             sums.keys.sorted().map { Amount(currency: $0, amount: NSDecimalNumber(decimal: sums[$0]!).stringValue) }

@@ -131,7 +131,8 @@ public struct RecordAppStoreFacts: Sendable {
                         answer, app: app, deviceId: post.deviceId, price: post.price, currency: post.currency,
                         excluding: Set(elsewhere.keys), digest: ContentHash.sha256Hex, on: state
                     )
-                    let duplicates = decision.duplicates.map { Duplicate(transactionId: $0, position: state.transactions[$0]?.position ?? 0) }
+                    // Where the log holds what the post repeats: the latest observation, which may be a refund's.
+                    let duplicates = decision.duplicates.map { Duplicate(transactionId: $0, position: state.facts.observed[$0]?.latest.position ?? 0) }
                     let applied = try Self.applyWaiting(waiting, app: app, after: decision.events, on: state)
                     return (decision.events + applied, duplicates)
                 }

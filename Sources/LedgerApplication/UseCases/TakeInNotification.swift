@@ -15,7 +15,9 @@ public struct TakeInNotification: Sendable {
     /// What became of a notification.
     public struct Outcome: Sendable {
         public enum Kind: String, Sendable {
-            /// On its user's stream.
+            /// On its user's stream; or, for a notification about no transaction of anyone (a
+            /// TEST, an external purchase token, a consent rescinded, a summary of renewal
+            /// extensions), on the app's notifications stream, with no user.
             case recorded
             /// On the app's notifications stream, until its user appears.
             case waiting
@@ -69,12 +71,20 @@ public struct TakeInNotification: Sendable {
         }
         // A user of the app holding its transaction shows the app is registered; with none, it must be.
         guard try await directory.isRegistered(app) else { throw NotificationIntakeError.unknownApp(app) }
-        // Nobody holds it yet: it waits, in the log, for its user.
+        // Nobody holds it yet: it waits, in the log, for its user (or, about nobody, is the app's).
         try await archive.keep(document)
         let event = try NewEvent(notification, metadata: metadata, deduplicationKey: key)
         let result = try await store.append([event], to: try StreamID.notifications(app: app), expecting: .any)
         switch result.outcomes.first {
         case .appended(let position, _):
+            let recorded = [RecordedFact(PendingEvent(.appStoreNotificationReceived(notification)), position: position)]
+            // About no transaction of anyone: the app's own, recorded for it.
+            guard !Self.transactionIDs(of: notification).isEmpty || notification.appAccountToken != nil else {
+                logger.info("notification recorded for the app", metadata: [
+                    "ledger.app": "\(app)", "ledger.notification": "\(notification.notificationUUID)", "ledger.type": "\(notification.notificationType)",
+                ])
+                return Outcome(kind: .recorded, userId: nil, position: position, recorded: recorded)
+            }
             logger.info("notification waits for its user", metadata: [
                 "ledger.app": "\(app)", "ledger.notification": "\(notification.notificationUUID)", "ledger.type": "\(notification.notificationType)",
             ])
@@ -82,8 +92,7 @@ public struct TakeInNotification: Sendable {
             if let user = try await owner(of: notification, app: app) {
                 return try await record(notification, for: user, app: app, document: document, metadata: metadata, applied: true)
             }
-            return Outcome(kind: .waiting, userId: nil, position: position,
-                           recorded: [RecordedFact(PendingEvent(.appStoreNotificationReceived(notification)), position: position)])
+            return Outcome(kind: .waiting, userId: nil, position: position, recorded: recorded)
         case .duplicate(let stored):
             return Outcome(kind: .duplicate, userId: Self.user(stored.streamID, app: app), position: stored.position, recorded: [])
         case nil:

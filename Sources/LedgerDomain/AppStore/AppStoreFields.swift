@@ -40,6 +40,12 @@ public struct AppStoreFields: Hashable, Sendable {
         signedDate = nil
         isInBillingRetry = Self.flag(values, "is_in_billing_retry_period")
         gracePeriodExpiresDate = Self.date(values, "grace_period_expires_date")
+        originalPurchaseDate = Self.date(values, "original_purchase_date")
+        // verifyReceipt says neither how much of a refund was refunded nor where the buyer is.
+        revocationType = nil
+        revocationPercentage = nil
+        storefront = nil
+        storefrontId = nil
     }
 
     /// A signed payload's naming (`JWSTransactionDecodedPayload`, `JWSRenewalInfoDecodedPayload`):
@@ -70,6 +76,11 @@ public struct AppStoreFields: Hashable, Sendable {
         signedDate = Self.milliseconds(values, "signedDate")
         isInBillingRetry = Self.flag(values, "isInBillingRetryPeriod")
         gracePeriodExpiresDate = Self.milliseconds(values, "gracePeriodExpiresDate")
+        originalPurchaseDate = Self.milliseconds(values, "originalPurchaseDate")
+        revocationType = Self.text(values, "revocationType")
+        revocationPercentage = Self.text(values, "revocationPercentage").flatMap { Int($0) }
+        storefront = Self.text(values, "storefront")
+        storefrontId = Self.text(values, "storefrontId")
     }
 
     private static func milliseconds(_ values: [String: String], _ key: String) -> Date? {
@@ -149,7 +160,8 @@ public struct AppStoreFields: Hashable, Sendable {
     public let isFamilyShared: Bool
     /// Whether the fields are a signed payload's (StoreKit 2, Server Notifications V2).
     public let isSigned: Bool
-    /// Signed payloads only: what the customer paid, as Apple reports it (`price`, `currency`).
+    /// Signed payloads only: what the customer paid for the whole quantity, as Apple reports it
+    /// (`price`, `currency`: Apple's `price` is the transaction's total, not a unit price).
     public let price: AppStorePrice?
     /// Signed payloads only: the product type Apple names (`type`).
     public let appStoreProductType: ProductType?
@@ -159,6 +171,17 @@ public struct AppStoreFields: Hashable, Sendable {
     public let isInBillingRetry: Bool
     /// Renewal info: while billing is retried, the customer keeps access until then (a billing grace period).
     public let gracePeriodExpiresDate: Date?
+    /// When the original transaction was bought (`original_purchase_date`, `originalPurchaseDate`).
+    public let originalPurchaseDate: Date?
+    /// Signed payloads only: how a refund revoked the transaction: `REFUND_FULL`,
+    /// `REFUND_PRORATED` (then `revocationPercentage` says how much) or `FAMILY_REVOKE`.
+    public let revocationType: String?
+    /// Signed payloads only: the refunded share of the whole quantity, in milliunits of a percent
+    /// (40000 is 40 %), with `REFUND_PRORATED`.
+    public let revocationPercentage: Int?
+    /// Signed payloads only: the buyer's App Store country (ISO 3166-1 alpha-3) and Apple's id of it.
+    public let storefront: String?
+    public let storefrontId: String?
 
     /// Fields a signed payload gives anew each time it is signed, or per device, without any
     /// change to the transaction: a payload differing from another only in these says the same.
@@ -205,7 +228,7 @@ public struct AppStoreFields: Hashable, Sendable {
 
 /// A price as the App Store reports it in a signed transaction.
 public struct AppStorePrice: Hashable, Sendable {
-    /// Decimal text, per unit (`price` is in milliunits: 990 is "0.99").
+    /// Decimal text, for the whole quantity (`price` is in milliunits: 2970 is "2.97").
     public let amount: String
     /// ISO 4217.
     public let currency: String

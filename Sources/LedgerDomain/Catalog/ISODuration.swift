@@ -43,6 +43,14 @@ public struct ISODuration: Hashable, Sendable, CustomStringConvertible {
     var totalMonths: Int { years * 12 + months }
     var totalDays: Int { weeks * 7 + days }
 
+    var isZero: Bool { totalMonths == 0 && totalDays == 0 }
+
+    /// Whether both count in calendar months (and years) alone, or both in days (and weeks)
+    /// alone: added together, such durations keep their meaning from a common start.
+    func hasSameUnit(as other: ISODuration) -> Bool {
+        (totalDays == 0 && other.totalDays == 0) || (totalMonths == 0 && other.totalMonths == 0)
+    }
+
     /// Both durations, part by part: `P1M + P1M` is `P2M`, so that adding it once to a start gives
     /// the same day of the month two months on.
     public static func + (lhs: ISODuration, rhs: ISODuration) -> ISODuration {

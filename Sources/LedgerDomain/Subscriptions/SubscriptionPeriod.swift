@@ -53,14 +53,18 @@ public struct NonRenewingPurchase: Hashable, Sendable {
 ///
 /// Within a subscription group, purchases stack in purchase order: each starts at the later of
 /// its purchase date and the end of the group's previous period, and lasts its duration. Periods
-/// that follow each other without a gap form a chain, and every end is computed from the chain's
-/// start (start + P1M, start + 2 × P1M, …), never from the previous end, so twelve months bought on
-/// January 31 end on January 31 of the next year instead of drifting to the 28th. Revoked
-/// purchases are left out before stacking, so the periods after a refunded one move up. The result
-/// depends only on the set of purchases, not on the order they arrive in.
+/// that follow each other without a gap form a chain; within a run of durations in the same unit
+/// (months and years, or weeks and days) every end is computed from the run's start (start + P1M,
+/// start + 2 × P1M, …), never from the previous end, so twelve months bought on January 31 end on
+/// January 31 of the next year instead of drifting to the 28th. A duration in another unit starts
+/// a run of its own where the previous period ends, so a month bought after a week from February
+/// 22 runs from March 1 to April 1. Revoked purchases are left out before stacking, so the
+/// periods after a refunded one move up. The result depends only on the set of purchases, not on
+/// the order they arrive in.
 public enum NonRenewingSchedule {
     /// A group's unbroken run of periods so far: where it started, how long it lasts, where it ends.
     private struct Chain {
+        /// Where the current run of same-unit durations started.
         let start: Date
         var length: ISODuration
         var end: Date
@@ -81,6 +85,9 @@ public enum NonRenewingSchedule {
                 .flatMap { $0.end.milliseconds >= purchase.purchaseDate.milliseconds ? $0 : nil }
                 ?? Chain(start: purchase.purchaseDate, length: ISODuration(), end: purchase.purchaseDate)
             let start = chain.end
+            if !chain.length.isZero, !chain.length.hasSameUnit(as: purchase.duration) {
+                chain = Chain(start: chain.end, length: ISODuration(), end: chain.end)
+            }
             chain.length = chain.length + purchase.duration
             chain.end = chain.length.added(to: chain.start)
             chains[purchase.group] = chain

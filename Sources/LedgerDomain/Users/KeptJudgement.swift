@@ -98,7 +98,7 @@ struct TransactionTies: Sendable {
 struct KeptJudgement: Hashable, Sendable {
     private var catalog: ProductCatalog?
     private var rules: TransactionClassifier.Rules?
-    private var currency: String?
+    private var currencies = CurrencyTimeline()
     private var ties = TransactionTies()
     /// The owner of each product owned for ever, as last judged.
     private var owners: [TransactionClassifier.OwnerKey: String] = [:]
@@ -119,11 +119,11 @@ struct KeptJudgement: Hashable, Sendable {
         into transactions: inout [String: UserLedger.Transaction]
     ) {
         // The facts only grow, and they travel with this judgement in one `UserLedger`.
-        if self.catalog != catalog || self.rules != rules || currency != facts.userCurrency {
+        if self.catalog != catalog || self.rules != rules || currencies != facts.currencies {
             self = KeptJudgement()
             self.catalog = catalog
             self.rules = rules
-            currency = facts.userCurrency
+            currencies = facts.currencies
             judgeAll(facts, catalog: catalog, rules: rules, into: &transactions, tying: false)
             return
         }

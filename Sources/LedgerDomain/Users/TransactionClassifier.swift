@@ -23,6 +23,16 @@ import Foundation
 ///   upgrade first seen in its post; anything else takes the catalog's price in force when it was
 ///   recorded, in the user's currency; a device price that differs from the catalog's is kept, and
 ///   the catalog's is shown beside it. Sandbox and family-shared transactions are never revenue.
+///
+/// Version 3:
+/// - Apple's signed `price` is the whole quantity's (a transaction's total, not a unit price): it
+///   is the transaction's `amount`, and its unit price is its share; a device's or the catalog's
+///   price is a unit price, times the quantity.
+/// - A refund says how much it took back: all of it, a share (`REFUND_PRORATED` with
+///   `revocationPercentage`, of the money and, for a consumable, of the units), or no money
+///   (`FAMILY_REVOKE`).
+/// - The user's currency for a catalog price is the one in force when the transaction happened
+///   (`CurrencyTimeline`), never the latest post's.
 public enum TransactionClassifier {
     public static var version: Int { Rules.current.version }
 
@@ -36,7 +46,7 @@ public enum TransactionClassifier {
         /// renewal, so a restored or re-identified period is counted a second time.
         public let onePaymentPerWebOrder: Bool
 
-        public static let current = Rules(version: 2, onePaymentPerWebOrder: true)
+        public static let current = Rules(version: 3, onePaymentPerWebOrder: true)
         /// The rule with the bug version 2 fixed, for replays that show the fix.
         public static let version1 = Rules(version: 1, onePaymentPerWebOrder: false)
     }
@@ -132,7 +142,8 @@ public enum TransactionClassifier {
             deviceId: observation.deviceId, price: nil, currency: nil, position: observation.first.position,
             recordedAt: observation.first.recordedAt, revokedPosition: nil, revocationRecordedAt: nil,
             expiryReportedAt: observation.expiryReportedAt, upgradedAt: nil, webOrderLineItemId: fields.webOrderLineItemId,
-            offer: offer, isFamilyShared: fields.isFamilyShared, restores: nil
+            offer: offer, isFamilyShared: fields.isFamilyShared, restores: nil, originalPurchaseDate: fields.originalPurchaseDate,
+            storefront: fields.storefront ?? observation.appStoreStorefront?.code, storefrontId: fields.storefrontId ?? observation.appStoreStorefront?.id
         )
         if fields.isUpgraded, let cancelled = fields.cancellationDate { transaction.upgradedAt = cancelled }
         return transaction
@@ -219,33 +230,39 @@ public enum TransactionClassifier {
     private static func applyRefunds(
         _ observations: [TransactionFacts.Observed], facts: TransactionFacts, into judged: inout [String: UserLedger.Transaction]
     ) {
-        func refund(_ id: String, at date: Date, reason: String, seen: TransactionFacts.Recorded) {
+        typealias Refund = UserLedger.Transaction.Refund
+        func refund(_ id: String, at date: Date, reason: String, how: Refund, seen: TransactionFacts.Recorded) {
             guard var transaction = judged[id], !transaction.isRevoked else { return }
             transaction.revokedAt = date
             transaction.revocationReason = reason
             transaction.revokedPosition = seen.position
             transaction.revocationRecordedAt = seen.recordedAt
+            transaction.refund = how
             judged[id] = transaction
         }
-        var refunds: [(id: String, date: Date, reason: String, seen: TransactionFacts.Recorded)] = []
+        var refunds: [(id: String, date: Date, reason: String, how: Refund, seen: TransactionFacts.Recorded)] = []
         for observation in observations {
             let fields = observation.fields
             if let cancelled = fields.cancellationDate, !fields.isUpgraded, let seen = observation.cancellationSeen {
-                let reason = fields.cancellationReason == 1
-                    ? "refunded by the App Store (cancellation_reason 1: a problem with the app)"
-                    : "refunded by the App Store (cancellation_date)"
-                refunds.append((observation.transactionId, cancelled, reason, seen))
+                let how = Refund(observation.appStoreRevocation)
+                let reason = switch (how.kind, fields.cancellationReason) {
+                case (.familyRevoke, _): "revoked from Family Sharing by the App Store (FAMILY_REVOKE)"
+                case (.prorated, _): "refunded in part by the App Store (REFUND_PRORATED, \(Self.percent(how.share ?? 0)))"
+                case (.full, 1): "refunded by the App Store (cancellation_reason 1: a problem with the app)"
+                case (.full, _): "refunded by the App Store (cancellation_date)"
+                }
+                refunds.append((observation.transactionId, cancelled, reason, how, seen))
             }
         }
         for observation in observations {
             guard let revocation = facts.revocations[observation.transactionId] else { continue }
-            refunds.append((observation.transactionId, revocation.revokedAt, revocation.reason, revocation.at))
+            refunds.append((observation.transactionId, revocation.revokedAt, revocation.reason, .full, revocation.at))
         }
         refunds.sort { ($0.seen.position, $0.id) < ($1.seen.position, $1.id) }
         for entry in refunds {
-            refund(entry.id, at: entry.date, reason: entry.reason, seen: entry.seen)
+            refund(entry.id, at: entry.date, reason: entry.reason, how: entry.how, seen: entry.seen)
             if let restored = judged[entry.id]?.restores {
-                refund(restored, at: entry.date, reason: "\(entry.reason), on its restore \(entry.id)", seen: entry.seen)
+                refund(restored, at: entry.date, reason: "\(entry.reason), on its restore \(entry.id)", how: entry.how, seen: entry.seen)
             }
         }
     }
@@ -271,16 +288,20 @@ public enum TransactionClassifier {
                 devicePrices[observation.transactionId] = (price, currency)
             }
         }
-        let userCurrency = facts.userCurrency
         for observation in observations {
             guard var transaction = judged[observation.transactionId], transaction.kind.isPayment, !transaction.isFamilyShared else { continue }
             let product = catalog.product(transaction.productId, asOf: observation.first.position)
+            // The user's currency when it happened, never a later post's (a user who moves
+            // country keeps last year's payments in last year's currency).
+            let userCurrency = facts.currencies.currency(at: transaction.purchaseDate)
             if let paid = observation.appStorePrice {
-                // Apple's own figure for this transaction beats any report or list price.
-                transaction.price = paid.amount
+                // Apple's own figure for this transaction beats any report or list price. It is the
+                // whole quantity's: the unit price is its share.
+                transaction.amount = paid.amount
+                transaction.price = Money.unitPrice(of: paid.amount, quantity: transaction.quantity)
                 transaction.currency = paid.currency
                 transaction.priceSource = .appStore
-                if let listed = product?.prices[paid.currency], !Self.sameAmount(listed, paid.amount), transaction.offer == .none {
+                if let listed = product?.prices[paid.currency], let unit = transaction.price, !Self.sameAmount(listed, unit), transaction.offer == .none {
                     transaction.catalogPrice = listed
                 }
             } else if transaction.offer == .freeTrial {
@@ -301,8 +322,14 @@ public enum TransactionClassifier {
                 transaction.currency = currency
                 transaction.priceSource = .catalog
             }
+            if transaction.priceSource != .appStore { transaction.amount = transaction.price.flatMap { Money.times($0, transaction.quantity) } }
             judged[observation.transactionId] = transaction
         }
+    }
+
+    /// Milliunits of a percent as people write a percentage: 40000 is "40%", 33333 is "33.333%".
+    static func percent(_ milliPercent: Int) -> String {
+        (Money.unitPrice(of: String(milliPercent), quantity: 1_000) ?? "?") + "%"
     }
 
     /// Decimal texts compared as amounts: "4.9" and "4.90" are the same price.

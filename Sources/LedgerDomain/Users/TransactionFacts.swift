@@ -31,6 +31,8 @@ public struct TransactionFacts: Hashable, Sendable {
         /// The latest fields the App Store sent.
         public internal(set) var fields: AppStoreFields
         public let first: Recorded
+        /// Where the fields held now were recorded (a later observation that said something new).
+        public internal(set) var latest: Recorded
         /// The device whose post first brought it.
         public let deviceId: String?
         /// Where a `cancellation_date` was first seen for it.
@@ -43,17 +45,42 @@ public struct TransactionFacts: Hashable, Sendable {
         /// transaction (StoreKit 2, a notification), kept when a receipt's view replaces `fields`.
         public internal(set) var appStorePrice: AppStorePrice?
         public internal(set) var appStoreProductType: ProductType?
+        /// The buyer's storefront a signed view named (alpha-3 code, Apple's id).
+        public internal(set) var appStoreStorefront: Storefront?
+
+        /// How the latest signed view said the transaction was taken back (Apple's
+        /// `revocationType` and `revocationPercentage`); nil when it said nothing of it (never
+        /// revoked, or a refund reversed). A receipt's view, which names neither, keeps it.
+        public internal(set) var appStoreRevocation: SignedRevocation?
+        /// When the latest signed view of it was signed.
+        public internal(set) var latestSignedDate: Date?
+
+        public struct Storefront: Hashable, Sendable {
+            public let code: String
+            public let id: String?
+        }
+
+        public struct SignedRevocation: Hashable, Sendable {
+            public let type: String
+            public let percentage: Int?
+        }
 
         /// A signed view signed before the one held says nothing newer: it is recorded, and the
         /// fields stay those of the later signature (a notification applied late, say).
+        /// Held against the latest signature seen, not the fields held now: a receipt's view in
+        /// between does not let an older signed view undo what a later one said.
         func isOlder(_ fields: AppStoreFields) -> Bool {
-            guard fields.isSigned, self.fields.isSigned, let new = fields.signedDate, let held = self.fields.signedDate else { return false }
+            guard fields.isSigned, let new = fields.signedDate, let held = latestSignedDate else { return false }
             return new < held
         }
 
-        mutating func keepSigned(_ fields: AppStoreFields) {
+        /// `older`: the view was signed before the one held, so what it says of a revocation is stale.
+        mutating func keepSigned(_ fields: AppStoreFields, older: Bool = false) {
             if let price = fields.price { appStorePrice = price }
             if let type = fields.appStoreProductType { appStoreProductType = type }
+            if let code = fields.storefront { appStoreStorefront = Storefront(code: code, id: fields.storefrontId) }
+            if fields.isSigned, !older, let date = fields.signedDate { latestSignedDate = date }
+            if fields.isSigned, !older { appStoreRevocation = fields.revocationType.map { SignedRevocation(type: $0, percentage: fields.revocationPercentage) } }
         }
     }
 
@@ -104,18 +131,16 @@ public struct TransactionFacts: Hashable, Sendable {
     /// Every transaction id whose facts changed (observed, observed again, revoked, reported
     /// expired), in the order of the changes: what a judgement kept from before has to look at again.
     public private(set) var changes: [String] = []
-    /// The currency of the latest post that reported one, and failing that of the latest version-1
-    /// event that did: the currency the catalog prices a user's purchases in.
-    public var userCurrency: String? { latestPostCurrency ?? latestLegacyCurrency }
-    private var latestPostCurrency: String?
-    private var latestLegacyCurrency: String?
+    /// The user's currency over time, as the posts (a device's price) and Apple's signed prices
+    /// said it: the currency the catalog prices a transaction in is the one in force when it happened.
+    public private(set) var currencies = CurrencyTimeline()
 
     public init() {}
 
     mutating func post(_ event: ReceiptPosted, at: Recorded) {
         posts.append(Post(deviceId: event.deviceId, price: event.price, currency: event.currency, at: at))
         openPost = posts.indices.last
-        if let currency = event.currency { latestPostCurrency = currency }
+        if let currency = event.currency { currencies.add(currency, at: event.answeredAt) }
     }
 
     /// Any other event ends the open post.
@@ -126,8 +151,9 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func observe(_ event: AppStoreTransactionObserved, at: Recorded) {
         let fields = AppStoreFields(event.fields)
         if var known = observed[event.transactionId] {
-            known.keepSigned(fields)
-            if known.isOlder(fields) {
+            let older = known.isOlder(fields)
+            known.keepSigned(fields, older: older)
+            if older {
                 observed[event.transactionId] = known
                 changes.append(event.transactionId)
                 return
@@ -136,6 +162,8 @@ public struct TransactionFacts: Hashable, Sendable {
                 moveInOrderOfProduct(event.transactionId, from: known.fields.productId ?? "", to: fields.productId ?? "")
             }
             known.fields = fields
+            known.latest = at
+            if let paid = fields.price, let date = fields.purchaseDate { currencies.add(paid.currency, at: date) }
             if known.cancellationSeen == nil, fields.cancellationDate != nil { known.cancellationSeen = at }
             if event.status == 21006 { known.reportExpiry(at: event.answeredAt) }
             observed[event.transactionId] = known
@@ -144,8 +172,9 @@ public struct TransactionFacts: Hashable, Sendable {
         }
         let post = openPost
         post.map { posts[$0].firstObserved.append(event.transactionId) }
-        var new = Observed(transactionId: event.transactionId, environment: event.environment, fields: fields, first: at,
+        var new = Observed(transactionId: event.transactionId, environment: event.environment, fields: fields, first: at, latest: at,
                            deviceId: event.deviceId.isEmpty ? nil : event.deviceId, cancellationSeen: fields.cancellationDate != nil ? at : nil, post: post)
+        if let paid = fields.price, let date = fields.purchaseDate { currencies.add(paid.currency, at: date) }
         if event.status == 21006 { new.reportExpiry(at: event.answeredAt) }
         new.keepSigned(fields)
         record(new)
@@ -167,7 +196,7 @@ public struct TransactionFacts: Hashable, Sendable {
         var fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, event.expiresDate)
         fields["quantity"] = String(event.quantity)
         record(Observed(
-            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at, latest: at,
             deviceId: event.deviceId, legacy: Legacy(verdict: .purchase, pointsAt: nil, productType: event.productType,
                                                      price: event.price, currency: event.currency), post: nil
         ))
@@ -176,7 +205,7 @@ public struct TransactionFacts: Hashable, Sendable {
     mutating func upcast(_ event: SubscriptionRenewed, at: Recorded) {
         let fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, event.expiresDate)
         record(Observed(
-            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at, latest: at,
             deviceId: nil, legacy: Legacy(verdict: .renewal, pointsAt: nil, productType: .autoRenewable,
                                           price: event.price, currency: event.currency), post: nil
         ))
@@ -186,7 +215,7 @@ public struct TransactionFacts: Hashable, Sendable {
         // Version 1 kept the original it pointed the restore at, not Apple's original_transaction_id.
         let fields = Self.fields(event.transactionId, event.originalTransactionId, event.productId, event.purchaseDate, nil)
         record(Observed(
-            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at,
+            transactionId: event.transactionId, environment: event.environment, fields: AppStoreFields(fields), first: at, latest: at,
             deviceId: event.deviceId, legacy: Legacy(verdict: .restore, pointsAt: event.originalTransactionId, productType: nil,
                                                      price: nil, currency: nil), post: nil
         ))
@@ -220,7 +249,7 @@ public struct TransactionFacts: Hashable, Sendable {
         orderOfProduct[observation.fields.productId ?? "", default: []].append(order.count)
         order.append(observation.transactionId)
         changes.append(observation.transactionId)
-        if let currency = observation.legacy?.currency { latestLegacyCurrency = currency }
+        if let currency = observation.legacy?.currency { currencies.add(currency, at: observation.fields.purchaseDate ?? .distantPast) }
     }
 
     private static func fields(_ id: String, _ original: String, _ product: String, _ purchased: Date, _ expires: Date?) -> [String: String] {

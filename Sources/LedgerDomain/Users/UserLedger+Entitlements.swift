@@ -12,7 +12,9 @@ extension UserLedger {
                      balances: consumableBalances)
     }
 
-    /// Non-consumables and free subscriptions: the first live purchase of each product, for ever.
+    /// Non-consumables and free subscriptions: the first live purchase of each product, for ever,
+    /// owned since it was bought: a restore of a purchase the stream never saw is owned since the
+    /// original purchase date Apple sends with it, not since the restore.
     public var ownedForever: [Entitlements.Owned] {
         var seenProducts = Set<String>()
         return transactionsInOrder.compactMap { transaction in
@@ -20,7 +22,8 @@ extension UserLedger {
                   seenProducts.insert(transaction.productId).inserted
             else { return nil }
             return Entitlements.Owned(productId: transaction.productId, productType: transaction.productType,
-                                      originalTransactionId: transaction.originalTransactionId, ownedSince: transaction.purchaseDate)
+                                      originalTransactionId: transaction.originalTransactionId,
+                                      ownedSince: transaction.kind == .restore ? transaction.originalPurchaseDate ?? transaction.purchaseDate : transaction.purchaseDate)
         }
     }
 

@@ -66,6 +66,9 @@ public struct UserLedger: Hashable, Sendable {
         public internal(set) var price: String?
         public internal(set) var currency: String?
         public internal(set) var priceSource: PriceSource = .none
+        /// The money of the whole quantity: Apple's signed `price` as it is (the transaction's
+        /// total), or a device's or the catalog's unit price times the quantity.
+        public internal(set) var amount: String?
         /// The catalog's price when the device reported a different one (kept and flagged).
         public internal(set) var catalogPrice: String?
         /// Where in the log it was first recorded, and when.
@@ -85,6 +88,71 @@ public struct UserLedger: Hashable, Sendable {
         public let isFamilyShared: Bool
         /// Restores: the transaction whose purchase this restores; nil when the stream never saw it.
         public internal(set) var restores: String?
+        /// When the original purchase was made, as the App Store says (`original_purchase_date`).
+        public let originalPurchaseDate: Date?
+        /// Where the buyer's App Store account is (ISO 3166-1 alpha-3, Apple's `storefront`), and
+        /// Apple's id of it; nil when no signed view said (verifyReceipt names no storefront).
+        public let storefront: String?
+        public let storefrontId: String?
+        /// How the revocation took it back, when it is revoked.
+        public internal(set) var refund: Refund?
+
+        /// How much a refund took back.
+        public struct Refund: Hashable, Sendable {
+            public enum Kind: String, Hashable, Sendable {
+                /// All of it (Apple's `REFUND_FULL`, a receipt's cancellation, a revocation by support).
+                case full
+                /// A share of the whole quantity's money and units (`REFUND_PRORATED`).
+                case prorated
+                /// Taken from a family member's access (`FAMILY_REVOKE`): no money moves.
+                case familyRevoke = "family_revoke"
+            }
+
+            public let kind: Kind
+            /// Prorated: the share in milliunits of a percent (40000 is 40 %); else nil.
+            public let share: Int?
+
+            public static let full = Refund(kind: .full, share: nil)
+
+            /// What Apple's signed fields said of a refund (a cancellation no signed view described
+            /// is full, as a receipt's is).
+            init(_ signed: TransactionFacts.Observed.SignedRevocation?) {
+                switch signed?.type {
+                case "REFUND_PRORATED" where signed?.percentage.map({ (0...100_000).contains($0) }) == true:
+                    self.init(kind: .prorated, share: signed?.percentage)
+                case "FAMILY_REVOKE": self.init(kind: .familyRevoke, share: nil)
+                default: self = .full
+                }
+            }
+
+            init(kind: Kind, share: Int?) {
+                self.kind = kind
+                self.share = share
+            }
+        }
+
+        /// Units a refund took back: all of them, none for a family revocation, and for a
+        /// prorated refund of a consumable its share of the quantity (to the nearest unit); any
+        /// other product's refund takes the product back whole.
+        public var refundedUnits: Int {
+            guard let refund else { return 0 }
+            switch refund.kind {
+            case .full: return quantity
+            case .familyRevoke: return 0
+            case .prorated: return productType == .consumable ? Money.units(of: quantity, milliPercent: refund.share ?? 100_000) : quantity
+            }
+        }
+
+        /// Money a refund gave back: the whole amount, its share for a prorated refund, nothing
+        /// for a family revocation; nil when the transaction is unpriced.
+        public var refundedAmount: String? {
+            guard let refund, let amount else { return nil }
+            switch refund.kind {
+            case .full: return amount
+            case .familyRevoke: return "0"
+            case .prorated: return Money.share(of: amount, milliPercent: refund.share ?? 100_000, currency: currency)
+            }
+        }
 
         /// Where the period this transaction paid for ends: its expiry, or earlier when the App
         /// Store said the subscription was over (21006) or an upgrade ended it while it still ran.
@@ -102,6 +170,7 @@ public struct UserLedger: Hashable, Sendable {
             copy.currency = nil
             copy.priceSource = .none
             copy.catalogPrice = nil
+            copy.amount = nil
             return copy
         }
 
@@ -267,13 +336,17 @@ public struct UserLedger: Hashable, Sendable {
         return deliveries.enumerated().sorted { ($0.element.position, $0.offset) < ($1.element.position, $1.offset) }.map(\.element)
     }
 
-    /// Purchased (non-revoked purchases' quantities) minus consumed. Below zero only after a
-    /// revocation of something already used.
+    /// Purchased (purchases' quantities, less what refunds took back of them) minus consumed.
+    /// Below zero only after a refund of something already used.
     public func balance(of productId: String) -> Int {
-        let purchased = transactions(ofProduct: productId).reduce(0) { sum, transaction in
-            transaction.kind == .purchase && !transaction.isRevoked ? sum + transaction.quantity : sum
+        purchasedUnits(of: productId) - consumed[productId, default: 0]
+    }
+
+    /// Units of the product bought and not refunded.
+    public func purchasedUnits(of productId: String) -> Int {
+        transactions(ofProduct: productId).reduce(0) { sum, transaction in
+            transaction.kind == .purchase ? sum + transaction.quantity - transaction.refundedUnits : sum
         }
-        return purchased - consumed[productId, default: 0]
     }
 
     /// The product's transactions as classified, in the order they were recorded.

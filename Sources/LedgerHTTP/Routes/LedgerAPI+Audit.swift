@@ -51,7 +51,7 @@ extension LedgerAPI {
         return try APIJSON.response(AuditPageAnswer(field: "events", rows: page.rows, nextCursor: page.nextCursor?.text))
     }
 
-    /// `GET /v1/audit/summary`: units and money per day, product, currency and environment, refunds apart.
+    /// `GET /v1/audit/summary`: units and money per day, product, currency, environment and storefront, refunds apart.
     func auditSummary(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)

@@ -35,7 +35,8 @@ public struct AuditQueries: AuditReads, Sendable {
         let query: PostgresQuery = """
             SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
                    original_transaction_id, product_id, product_type, quantity, price::text, currency,
-                   (price * quantity)::text, price_source, catalog_price::text, offer, purchase_date, expires_date, revoked
+                   amount::text, price_source, catalog_price::text, offer, purchase_date, expires_date, revoked,
+                   refund, refund_share, storefront
             FROM ledger.audit_trail
             WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))\(conditionsOf: filter)
             ORDER BY position, event
@@ -57,9 +58,9 @@ public struct AuditQueries: AuditReads, Sendable {
     static func auditRow(_ row: PostgresRow) throws -> AuditRow {
         let (position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId,
              productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer, purchaseDate, expiresDate,
-             revoked) = try row.decode(
+             revoked, refund, refundShare, storefront) = try row.decode(
             (Int64, Date, Date?, String, String, String?, String, String, String, String, String, Int, String?, String?,
-             String?, String, String?, String, Date, Date?, Bool).self
+             String?, String, String?, String, Date, Date?, Bool, String?, Int?, String?).self
         )
         guard let environmentValue = StoreEnvironment(rawValue: environment), let eventValue = AuditEventKind(rawValue: event),
               let source = UserLedger.Transaction.PriceSource(rawValue: priceSource), let offerValue = UserLedger.Transaction.Offer(rawValue: offer)
@@ -70,14 +71,15 @@ public struct AuditQueries: AuditReads, Sendable {
             position: position, occurredAt: occurredAt, recordedAt: recordedAt, environment: environmentValue, userId: userId,
             deviceId: deviceId, event: eventValue, transactionId: transactionId, originalTransactionId: originalTransactionId,
             productId: productId, productType: ProductType(rawValue: productType) ?? .unknown, quantity: quantity, price: price,
-            currency: currency, amount: amount, priceSource: source, catalogPrice: catalogPrice, offer: offerValue, purchaseDate: purchaseDate, expiresDate: expiresDate, revoked: revoked
+            currency: currency, amount: amount, priceSource: source, catalogPrice: catalogPrice, offer: offerValue, purchaseDate: purchaseDate,
+            expiresDate: expiresDate, revoked: revoked, refund: refund, refundShare: refundShare, storefront: storefront
         )
     }
 
     // MARK: Totals
 
     /// Totals of the rows the filter selects, by currency and the chosen groupings, ordered by
-    /// day, product, currency and environment (nil currency last).
+    /// day, product, currency, environment and storefront (nil currency last).
     public func summary(app: String, filter: AuditFilter = AuditFilter(), groupBy requested: Set<AuditGrouping> = []) async throws -> [AuditSummaryRow] {
         try filter.validate()
         let groupBy = AuditGrouping.effective(requested, for: filter)
@@ -85,34 +87,36 @@ public struct AuditQueries: AuditReads, Sendable {
         let day = groupBy.contains(.day) ? "to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')" : "NULL::text"
         let productKey = groupBy.contains(.product) ? "product_id" : "NULL::text"
         let environmentKey = groupBy.contains(.environment) ? "environment" : "NULL::text"
+        let storefrontKey = groupBy.contains(.storefront) ? "storefront" : "NULL::text"
         let (taken, givenBack) = (AuditEventKind.stored(.taken), AuditEventKind.stored(.givenBack))
         let query: PostgresQuery = """
             WITH g AS (
                 SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_id, currency, \(unescaped: environmentKey) AS environment,
+                       \(unescaped: storefrontKey) AS storefront,
                        count(*) FILTER (WHERE event = ANY(\(taken)::text[])) AS purchases,
                        coalesce(sum(quantity) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS units,
-                       coalesce(sum(price * quantity) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS gross,
+                       coalesce(sum(amount) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS gross,
                        count(*) FILTER (WHERE event = ANY(\(givenBack)::text[])) AS refunds,
                        coalesce(sum(quantity) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_units,
-                       coalesce(sum(price * quantity) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_amount,
-                       count(*) FILTER (WHERE price IS NULL) AS unpriced
+                       coalesce(sum(amount) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_amount,
+                       count(*) FILTER (WHERE amount IS NULL) AS unpriced
                 FROM ledger.audit_trail
                 WHERE app = \(app)\(conditionsOf: filter)
-                GROUP BY 1, 2, 3, 4
+                GROUP BY 1, 2, 3, 4, 5
             )
-            SELECT day, product_id, currency, environment, purchases, units::bigint, gross::text, refunds,
+            SELECT day, product_id, currency, environment, storefront, purchases, units::bigint, gross::text, refunds,
                    refunded_units::bigint, refunded_amount::text, (gross - refunded_amount)::text, unpriced
             FROM g
-            ORDER BY day, product_id, currency, environment
+            ORDER BY day, product_id, currency, environment, storefront
             """
         var rows: [AuditSummaryRow] = []
         try await read {
             for try await row in try await client.query(query, logger: logger) {
-                let (day, productId, currency, environment, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced) =
-                    try row.decode((String?, String?, String?, String?, Int, Int, String, Int, Int, String, String, Int).self)
+                let (day, productId, currency, environment, storefront, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced) =
+                    try row.decode((String?, String?, String?, String?, String?, Int, Int, String, Int, Int, String, String, Int).self)
                 rows.append(AuditSummaryRow(
                     day: day, productId: productId, currency: currency, environment: environment.flatMap(StoreEnvironment.init(rawValue:)),
-                    purchases: purchases, units: units, gross: gross, refunds: refunds, refundedUnits: refundedUnits,
+                    storefront: storefront, purchases: purchases, units: units, gross: gross, refunds: refunds, refundedUnits: refundedUnits,
                     refundedAmount: refundedAmount, net: net, unpriced: unpriced
                 ))
             }

@@ -401,23 +401,29 @@ public struct ProjectionRebuilder: Sendable {
     ) async throws -> [Difference] {
         let keys = ["app", "user_id"] + projection.keyColumns
         var all = ["app", "user_id"] + projection.columns.map(\.name)
+        // Each compared column's value on the live side: itself, or what an older version meant by it.
+        var liveValues = Dictionary(uniqueKeysWithValues: all.map { ($0, "r.\($0)::text") })
         if let live {
             // A live table of an older version may lack columns the new version adds: those are
-            // not differences of the fold, so only the columns both have are compared.
+            // not differences of the fold, so only the columns both have are compared, and those
+            // the projection says what the older versions meant by.
             let name = String(live.dropFirst("ledger.".count))
             let rows = try await connection.query(
                 "SELECT column_name::text FROM information_schema.columns WHERE table_schema = 'ledger' AND table_name = \(name)",
                 logger: logger
             ).collect()
             let liveColumns = Set(try rows.map { try $0.decode(String.self) })
-            all = all.filter(liveColumns.contains)
+            let formerly = Dictionary(uniqueKeysWithValues: projection.columns.compactMap { column in column.formerly.map { (column.name, $0) } })
+            all = all.filter { liveColumns.contains($0) || formerly[$0] != nil }
+            for column in all where !liveColumns.contains(column) { liveValues[column] = "(\(formerly[column]!))::text" }
         }
         let liveSource = live ?? "(SELECT * FROM \(rebuilt) WHERE false)"
         // Rows as JSON, keyed; a row present on one side only is added or removed.
         let keyExpression = "jsonb_build_array(\(keys.map { "r.\($0)::text" }.joined(separator: ", ")))"
         let rowExpression = "jsonb_build_object(\(all.map { "'\($0)', r.\($0)::text" }.joined(separator: ", ")))"
+        let liveRowExpression = "jsonb_build_object(\(all.map { "'\($0)', \(liveValues[$0]!)" }.joined(separator: ", ")))"
         let sql = """
-            WITH l AS (SELECT \(keyExpression) AS k, \(rowExpression) AS v FROM \(liveSource) r),
+            WITH l AS (SELECT \(keyExpression) AS k, \(liveRowExpression) AS v FROM \(liveSource) r),
                  n AS (SELECT \(keyExpression) AS k, \(rowExpression) AS v FROM \(rebuilt) r)
             SELECT coalesce(l.k, n.k)::text, l.v::text, n.v::text
             FROM l FULL OUTER JOIN n ON l.k = n.k

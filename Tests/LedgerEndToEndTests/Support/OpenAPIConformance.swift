@@ -47,6 +47,8 @@ enum OpenAPIConformance {
     }
 
     /// A small JSON Schema check: type, properties, required, additionalProperties, items, enum.
+    /// Stricter than JSON Schema on one point: an object schema with properties takes no other
+    /// key, so a field the server sends and the document does not describe is found.
     static func validate(_ value: Any, against schemaObject: [String: Any], at path: String) -> [String] {
         let schema = resolve(schemaObject)
         if let options = (schema["oneOf"] ?? schema["anyOf"]) as? [[String: Any]] {
@@ -68,10 +70,12 @@ enum OpenAPIConformance {
             for (name, member) in object {
                 if let propertySchema = properties[name] as? [String: Any] {
                     problems += validate(member, against: propertySchema, at: "\(path).\(name)")
-                } else if schema["additionalProperties"] as? Bool == false {
-                    problems.append("\(path).\(name): not in the document")
                 } else if let additional = schema["additionalProperties"] as? [String: Any] {
                     problems += validate(member, against: additional, at: "\(path).\(name)")
+                } else if schema["additionalProperties"] as? Bool != true || !properties.isEmpty {
+                    // Every field the server sends is described: an object with properties is closed
+                    // (only a map, `additionalProperties: true` with no properties, takes any key).
+                    problems.append("\(path).\(name): sent, but not in the document")
                 }
             }
         }
