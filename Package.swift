@@ -179,7 +179,8 @@ let package = Package(
         .target(
             name: "LedgerTesting",
             dependencies: [
-                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LocalPostgres", "LedgerHTTP", "LedgerRuntime", "AppStore",
+                "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LedgerProjections", "LocalPostgres", "LedgerHTTP",
+                "LedgerRuntime", "AppStore",
                 .asyncHTTPClient, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
                 .serviceLifecycle,
             ],
@@ -214,7 +215,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreTests",
             dependencies: [
-                "AppStore", "LedgerTesting", "LedgerDomain", .asyncHTTPClient, .hummingbird, .logging,
+                "AppStore", "LedgerTesting", "LedgerDomain", "LedgerRuntime", .asyncHTTPClient, .hummingbird, .logging,
                 .nioCore, .nioHTTP1, .serviceLifecycle,
             ],
             resources: [.copy("Fixtures")],
@@ -223,7 +224,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
-                "AppStore", "AppStoreSimulator", "LedgerTesting", "LedgerDomain", .crypto, .x509, .hummingbird, .logging,
+                "AppStore", "AppStoreSimulator", "LedgerTesting", "LedgerDomain", "LedgerRuntime", .crypto, .x509, .hummingbird, .logging,
                 .nioHTTP1, .serviceLifecycle,
             ],
             swiftSettings: swiftSettings
@@ -231,7 +232,7 @@ let package = Package(
         .testTarget(
             name: "LedgerStoreTests",
             dependencies: [
-                "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerProjections", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioCore, .nioPosix, .nioSSL,
+                "LedgerTesting", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerDomainTesting", "LedgerProjections", "LocalPostgres", .postgresNIO, .logging, .crypto, .nioCore, .nioPosix, .nioSSL,
             ],
             swiftSettings: swiftSettings
         ),
@@ -247,16 +248,16 @@ let package = Package(
             name: "LedgerEndToEndTests",
             dependencies: [
                 "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerTesting", "LedgerRuntime",
-                "LedgerDemo", "LedgerProjections", "AppStore", "AppStoreSimulator", .asyncHTTPClient,
+                "LedgerDemo", "LedgerProjections", "AppStore", "AppStoreSimulator", "LocalPostgres", .asyncHTTPClient,
                 .hummingbird, .hummingbirdTesting, .postgresNIO, .logging, .nioCore, .nioHTTP1,
-                .serviceLifecycle, .prometheus, .crypto,
+                .serviceLifecycle, .prometheus, .crypto, .x509,
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "LedgerBenchmarksTests",
             dependencies: [
-                "LedgerBenchmarks", "LedgerTesting", .logging, .nioHTTP1,
+                "LedgerBenchmarks", "LedgerTesting", "AppStore", .logging, .nioHTTP1,
             ],
             path: "Benchmarks/Tests/LedgerBenchmarksTests",
             swiftSettings: swiftSettings

@@ -1,5 +1,4 @@
 import Foundation
-import LedgerBenchmarks
 import LedgerDomain
 import LedgerProjections
 @testable import LedgerStore
