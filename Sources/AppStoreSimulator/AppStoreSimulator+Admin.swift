@@ -65,10 +65,11 @@ extension AppStoreSimulator {
         let notifier = self.notifier
         let environment = configuration.environment
         let admin = router.group("admin")
-        /// A transaction as StoreKit 2 signs it now, with its product's price.
+        /// A transaction as StoreKit 2 signs it now, with its product's price. Signed at the real
+        /// time, as Apple signs, whatever the simulator's clock says of the purchase.
         @Sendable func signed(_ transaction: SimulatorTransaction) async throws -> String {
             let product = await store.product(bundleId: transaction.bundleId, productId: transaction.productId)
-            return try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: await store.now))
+            return try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: Date()))
         }
 
         admin.get("root.pem") { _, _ -> Response in

@@ -47,7 +47,7 @@ extension AppStoreSimulator {
                 var signed: [String] = []
                 for transaction in page {
                     let product = await store.product(bundleId: bundleId, productId: transaction.productId)
-                    signed.append(try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: now)))
+                    signed.append(try signedPayloads.sign(signedPayloads.fields(of: transaction, product: product, environment: environment, signedDate: Date())))
                 }
                 let next = start + page.count
                 return try Self.json(HistoryView(

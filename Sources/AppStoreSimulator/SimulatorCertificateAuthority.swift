@@ -105,4 +105,52 @@ public struct SimulatorCertificateAuthority: Sendable {
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
         return signingInput + "." + Base64URL.encode(signature.rawRepresentation)
     }
+
+    private init(root: Certificate, intermediate: Certificate, leaf: Certificate, leafKeyBytes: Data) {
+        self.root = root
+        self.intermediate = intermediate
+        self.leaf = leaf
+        self.leafKeyBytes = leafKeyBytes
+    }
+
+    /// A stranger's chain, for the tests of the webhook's defences: `count` intermediates with one
+    /// subject and one key, each self-issued and differing only in a subject alternative name (so
+    /// each seems to have issued every other), and a leaf they issued, with Apple's markers. A path
+    /// builder offered them all searches their orderings; none leads to a trusted root. The
+    /// authority signs with that leaf; its `intermediate` is the first look-alike.
+    public static func lookAlikes(count: Int, now: Date = Date()) throws -> (authority: SimulatorCertificateAuthority, chain: [Certificate]) {
+        let key = P256.Signing.PrivateKey()
+        let leafKey = P256.Signing.PrivateKey()
+        let day: TimeInterval = 86_400
+        let name = try DistinguishedName {
+            CommonName("Apple Worldwide Developer Relations Certification Authority")
+            OrganizationName("Apple Inc.")
+        }
+        var intermediates: [Certificate] = []
+        for index in 0..<max(count, 1) {
+            var extensions = try Certificate.Extensions {
+                Critical(BasicConstraints.isCertificateAuthority(maxPathLength: nil))
+                Critical(KeyUsage(keyCertSign: true, cRLSign: true))
+                SubjectAlternativeNames([.dnsName("look-alike-\(index).example")])
+            }
+            try extensions.append(Certificate.Extension(oid: SignedPayloadVerifier.intermediateMarker, critical: false, value: [0x05, 0x00]))
+            intermediates.append(try Certificate(
+                version: .v3, serialNumber: .init(), publicKey: .init(key.publicKey), notValidBefore: now - 2 * day,
+                notValidAfter: now + 365 * day, issuer: name, subject: name, extensions: extensions, issuerPrivateKey: .init(key)
+            ))
+        }
+        var leafExtensions = try Certificate.Extensions {
+            Critical(BasicConstraints.notCertificateAuthority)
+            Critical(KeyUsage(digitalSignature: true))
+        }
+        try leafExtensions.append(Certificate.Extension(oid: SignedPayloadVerifier.leafMarker, critical: false, value: [0x05, 0x00]))
+        let leaf = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey), notValidBefore: now - day, notValidAfter: now + 365 * day,
+            issuer: name, subject: try DistinguishedName { CommonName("Prod ECC Mac App Store and iTunes Store Receipt Signing") },
+            extensions: leafExtensions, issuerPrivateKey: .init(key)
+        )
+        let authority = SimulatorCertificateAuthority(root: intermediates[0], intermediate: intermediates[0], leaf: leaf,
+                                                      leafKeyBytes: leafKey.rawRepresentation)
+        return (authority, [leaf] + intermediates)
+    }
 }

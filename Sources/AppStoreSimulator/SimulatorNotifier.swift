@@ -73,7 +73,8 @@ actor SimulatorNotifier {
     func enqueueAppNotification(type: String, subtype: String?, bundleId: String, url: String, at now: Date) throws -> String {
         let uuid = UUID().uuidString.lowercased()
         let appAppleId = Int64(SimulatorResponseRenderer.stableNumber(bundleId) % 10_000_000_000)
-        var payload: [String: Any] = ["notificationType": type, "notificationUUID": uuid, "version": "2.0", "signedDate": now.milliseconds]
+        // Signed at the real time, as Apple signs; the token's and the app's dates follow the simulator's clock.
+        var payload: [String: Any] = ["notificationType": type, "notificationUUID": uuid, "version": "2.0", "signedDate": Date().milliseconds]
         if let subtype { payload["subtype"] = subtype }
         switch type {
         case "EXTERNAL_PURCHASE_TOKEN":
@@ -85,7 +86,7 @@ actor SimulatorNotifier {
             let appTransaction = try signer.sign([
                 "receiptType": environment.responseValue, "appAppleId": appAppleId, "bundleId": bundleId, "applicationVersion": "1",
                 "receiptCreationDate": now.milliseconds, "originalPurchaseDate": now.milliseconds, "originalApplicationVersion": "1",
-                "appTransactionId": String(SimulatorResponseRenderer.stableNumber(uuid)), "originalPlatform": "iOS", "signedDate": now.milliseconds,
+                "appTransactionId": String(SimulatorResponseRenderer.stableNumber(uuid)), "originalPlatform": "iOS", "signedDate": Date().milliseconds,
             ])
             payload["appData"] = [
                 "appAppleId": appAppleId, "bundleId": bundleId, "environment": environment.responseValue, "signedAppTransactionInfo": appTransaction,
@@ -161,22 +162,24 @@ actor SimulatorNotifier {
     }
 
     private func render(_ notice: SimulatorStore.Notice) throws -> Delivery {
-        let transaction = try signer.sign(signer.fields(of: notice.transaction, product: notice.product, environment: environment, signedDate: notice.at))
+        // Signed at the real time, as Apple signs, whenever the simulator's clock says it happened.
+        let signedAt = Date()
+        let transaction = try signer.sign(signer.fields(of: notice.transaction, product: notice.product, environment: environment, signedDate: signedAt))
         var renewalInfo: String?
         if notice.transaction.productType == .autoRenewable {
             renewalInfo = try signer.sign(signer.renewalFields(of: notice.transaction, subscription: notice.renewal, environment: environment,
-                                                               signedDate: notice.at))
+                                                               signedDate: signedAt))
         }
         let uuid = UUID().uuidString.lowercased()
         let payload = SimulatorSignedPayloads.notification(
             type: notice.type, subtype: notice.subtype, uuid: uuid, bundleId: notice.transaction.bundleId,
             appAppleId: Int64(SimulatorResponseRenderer.stableNumber(notice.transaction.bundleId) % 10_000_000_000), environment: environment,
-            signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: notice.at
+            signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: signedAt
         )
         return Delivery(
             notificationUUID: uuid, notificationType: notice.type, subtype: notice.subtype, bundleId: notice.transaction.bundleId,
             transactionId: notice.transaction.transactionId, originalTransactionId: notice.transaction.originalTransactionId,
-            signedDate: notice.at, url: notice.notificationURL, signedPayload: try signer.sign(payload)
+            signedDate: signedAt, url: notice.notificationURL, signedPayload: try signer.sign(payload)
         )
     }
 }

@@ -44,6 +44,24 @@ public struct ServeOptions: ParsableArguments, Sendable {
     @Option(help: "API requests answered at once; more get 503 with Retry-After (default: $LEDGER_MAX_REQUESTS_IN_FLIGHT or 256).")
     public var maxRequestsInFlight: Int?
 
+    @Option(help: "Notifications (the keyless webhook) answered at once, apart from the API's budget; more get 503 (default: $LEDGER_MAX_WEBHOOKS_IN_FLIGHT or 32).")
+    public var maxWebhooksInFlight: Int?
+
+    @Option(help: "Longest a notification's body may take to arrive, in milliseconds; then 408 (default: $LEDGER_WEBHOOK_BODY_READ_TIMEOUT_MS or 5000).")
+    public var webhookBodyReadTimeoutMs: Int?
+
+    @Option(help: ArgumentHelp(
+        "A file holding the token a scraper sends (Authorization: Bearer …) for /metrics on the API's listener (default: $LEDGER_METRICS_TOKEN; none: /metrics answers 403 there).",
+        discussion: "Or serve the metrics on a listener of their own with --metrics-port."
+    ))
+    public var metricsTokenFile: String?
+
+    @Option(help: "Serve /metrics, open, on a listener of its own on this port (default: $LEDGER_METRICS_PORT; none).")
+    public var metricsPort: Int?
+
+    @Option(help: "Address of the metrics listener (default: $LEDGER_METRICS_HOST or 127.0.0.1).")
+    public var metricsHost: String?
+
     @Option(help: ArgumentHelp(
         "Users whose entitlement rows this server keeps in memory between reads, 0 for none (default: $LEDGER_ENTITLEMENT_CACHE_USERS or 200000).",
         discussion: "A kept user is forgotten as soon as an event of theirs, or of the app's catalog, reaches the projections."
@@ -76,6 +94,27 @@ public struct ServeOptions: ParsableArguments, Sendable {
                                   100...3_600_000, "body read timeout in milliseconds")
         let inFlight = try number(maxRequestsInFlight, "--max-requests-in-flight", "LEDGER_MAX_REQUESTS_IN_FLIGHT", default: 256,
                                   1...100_000, "requests in flight")
+        let webhooks = try number(maxWebhooksInFlight, "--max-webhooks-in-flight", "LEDGER_MAX_WEBHOOKS_IN_FLIGHT", default: 32,
+                                  1...10_000, "notifications in flight")
+        let webhookBodyRead = try number(webhookBodyReadTimeoutMs, "--webhook-body-read-timeout-ms", "LEDGER_WEBHOOK_BODY_READ_TIMEOUT_MS",
+                                         default: 5_000, 100...600_000, "notification body read timeout in milliseconds")
+        var metricsToken = environment["LEDGER_METRICS_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        if let metricsTokenFile {
+            guard let text = try? String(contentsOfFile: metricsTokenFile, encoding: .utf8) else {
+                throw CommandFailure(message: "--metrics-token-file '\(metricsTokenFile)' cannot be read")
+            }
+            metricsToken = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let token = metricsToken, token.utf8.count < 16 {
+            throw CommandFailure(message: "the metrics token (--metrics-token-file or LEDGER_METRICS_TOKEN) has \(token.utf8.count) characters; use 16 or more, e.g. `openssl rand -hex 24`")
+        }
+        let metricsListener: (host: String, port: Int)?
+        if metricsPort != nil || environment["LEDGER_METRICS_PORT"] != nil {
+            let port = try number(metricsPort, "--metrics-port", "LEDGER_METRICS_PORT", default: 9090, 0...65535, "metrics port")
+            metricsListener = (metricsHost ?? environment["LEDGER_METRICS_HOST"] ?? "127.0.0.1", port)
+        } else {
+            metricsListener = nil
+        }
         let cacheUsers = try number(entitlementCacheUsers, "--entitlement-cache-users", "LEDGER_ENTITLEMENT_CACHE_USERS",
                                     default: EntitlementRowCache.defaultCapacity, 0...100_000_000, "entitlement cache size in users")
         var appStore = AppStoreConfiguration.fromEnvironment(environment)
@@ -95,11 +134,13 @@ public struct ServeOptions: ParsableArguments, Sendable {
         if !migrate { roles.owner = nil }
         let server = LedgerServer.Configuration(
             host: host, port: port,
-            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead), signedPayloads: signedPayloads),
-            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, health: health
+            api: .init(readWaitTimeout: .milliseconds(wait), bodyReadTimeout: .milliseconds(bodyRead),
+                       webhookBodyReadTimeout: .milliseconds(webhookBodyRead), signedPayloads: signedPayloads),
+            idleTimeout: .milliseconds(idle), maximumRequestsInFlight: inFlight, maximumWebhooksInFlight: webhooks, health: health,
+            metricsToken: metricsToken
         )
         let configuration = LedgerRuntime.Configuration(server: server, appStore: appStore, serverAPI: .fromEnvironment(environment),
-                                                        entitlementCacheUsers: cacheUsers)
+                                                        entitlementCacheUsers: cacheUsers, metricsListener: metricsListener)
         return (roles, configuration, secrets)
     }
 

@@ -25,6 +25,8 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case notification
         /// A notification copied from the app's notifications stream to the user who appeared for it.
         case notificationApplied = "notification_applied"
+        /// A notification that waited on the app's notifications stream past its time, unclaimed.
+        case notificationExpired = "notification_expired"
 
         /// The kinds under which a transaction was claimed by a user's stream, old and new: the
         /// first observation, and before facts were recorded, the verdicts.
@@ -63,6 +65,15 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         AppStoreKind.claims.compactMap {
             try? appStoreTransaction(app: bundleID, environment: environment, kind: $0, transactionID: transactionID)
         }
+    }
+
+    /// The binding of an `appAccountToken` to a user of the app: `token/<bundle id>/<token>`, once
+    /// per app, so a token is one user's for ever.
+    public static func appAccountToken(app bundleID: String, token: String) throws(LedgerInputError) -> DeduplicationKey {
+        guard !bundleID.isEmpty, !bundleID.contains("/"), let normalized = AppAccountToken.normalized(token) else {
+            throw .invalidDeduplicationKey("an app account token key needs a bundle id without '/' and a UUID token")
+        }
+        return try DeduplicationKey(rawValue: "token/\(bundleID)/\(normalized)")
     }
 
     /// A content-addressed App Store key: `appstore/<bundle id>/<environment>/<kind>/<id>/<digest>`.

@@ -22,15 +22,19 @@ public enum LedgerRuntime {
         public var serverAPI: AppStoreServerAPI.Configuration
         /// Users whose entitlement rows the server keeps between reads (`EntitlementRowCache`); 0 keeps none.
         public var entitlementCacheUsers: Int
+        /// A listener of its own for `/metrics`, open to whoever reaches it; nil for none.
+        public var metricsListener: (host: String, port: Int)?
 
         public init(
             server: LedgerServer.Configuration = .init(), appStore: AppStoreConfiguration = .init(),
-            serverAPI: AppStoreServerAPI.Configuration = .init(), entitlementCacheUsers: Int = EntitlementRowCache.defaultCapacity
+            serverAPI: AppStoreServerAPI.Configuration = .init(), entitlementCacheUsers: Int = EntitlementRowCache.defaultCapacity,
+            metricsListener: (host: String, port: Int)? = nil
         ) {
             self.server = server
             self.appStore = appStore
             self.serverAPI = serverAPI
             self.entitlementCacheUsers = entitlementCacheUsers
+            self.metricsListener = metricsListener
         }
     }
 
@@ -59,6 +63,9 @@ public enum LedgerRuntime {
             "ledger.body_read_timeout": "\(server.api.bodyReadTimeout)",
             "ledger.idle_timeout": "\(server.idleTimeout)",
             "ledger.max_requests_in_flight": "\(server.maximumRequestsInFlight)",
+            "ledger.max_webhooks_in_flight": "\(server.maximumWebhooksInFlight)",
+            "ledger.webhook_body_read_timeout": "\(server.api.webhookBodyReadTimeout)",
+            "ledger.metrics": "\(configuration.metricsListener.map { "own listener \($0.host):\($0.port)" } ?? "") \(server.metricsToken == nil ? "API listener: refused (no LEDGER_METRICS_TOKEN)" : "API listener: bearer of LEDGER_METRICS_TOKEN")",
             "ledger.entitlement_cache_users": "\(configuration.entitlementCacheUsers)",
             "ledger.secret_key": "\(secrets.map { "\($0.keyID) from \($0.origin)" } ?? "none")",
         ])
@@ -85,8 +92,14 @@ public enum LedgerRuntime {
             await onServerRunning(boundPort)
         }
         let deadline = ShutdownDeadline(logger: logger)
+        var services: [any Service] = [application, deadline]
+        if let metrics = configuration.metricsListener {
+            services.append(LedgerServer.metricsApplication(host: metrics.host, port: metrics.port, logger: logger) { boundPort in
+                logger.info("metrics served", metadata: ["ledger.url": "http://\(metrics.host):\(boundPort)/metrics"])
+            })
+        }
         let group = ServiceGroup(configuration: .init(
-            services: [application, deadline],
+            services: services,
             gracefulShutdownSignals: gracefulShutdownSignals,
             logger: logger
         ))
@@ -138,10 +151,51 @@ extension PostgresLedger {
     /// watch its database (outage errors are still answered 503).
     public func services(verifier: any ReceiptVerifier, client: DatabasePool, monitor: DatabaseMonitor?, logger: Logger) -> LedgerServices {
         LedgerServices(
-            commands: commands, recordFacts: recordFacts, notifications: notifications, consumptionRequests: consumptionRequests,
+            commands: commands, recordFacts: recordFacts, notifications: notifications, waitingNotifications: waitingNotifications,
+            consumptionRequests: consumptionRequests,
             reader: handler.reader, store: store, directory: registry, idempotency: idempotency, reads: reads, audit: audit,
             health: PostgresHealthCheck(client: client, monitor: monitor, logger: logger),
-            availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier
+            availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,
+            background: (origins.map { [OriginBackfillService(queue: $0)] } ?? [])
+                + [WaitingNotificationsService(waiting: waitingNotifications, logger: logger)]
         )
+    }
+}
+
+/// Passes waiting notifications on to their users, and expires those no user takes, every
+/// `interval` until the server stops (`WaitingNotifications`).
+struct WaitingNotificationsService: Service {
+    let waiting: WaitingNotifications
+    var interval: Duration = .seconds(30)
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let pass = try await waiting.sweep()
+                    if pass.delivered + pass.expired > 0 {
+                        logger.info("waiting notifications swept", metadata: ["ledger.delivered": "\(pass.delivered)", "ledger.expired": "\(pass.expired)"])
+                    }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("sweeping waiting notifications failed; tried again next time", metadata: ["ledger.error": "\(error)"])
+                }
+                try? await Task.sleep(for: interval)
+            }
+        }
+    }
+}
+
+/// The queue of unseen purchases' histories as a service of the server's group: worked through
+/// until the server stops.
+struct OriginBackfillService: Service {
+    let queue: OriginBackfills
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            await queue.run()
+        }
     }
 }

@@ -18,8 +18,13 @@ public struct PostgresLedger: Sendable {
     /// source, also Apple's history of any purchase a post renews or restores that the stream never saw.
     public let recordFacts: RecordAppStoreFacts
     public let notifications: TakeInNotification
+    /// Notifications no user took yet: passed on when their user appears, expired when none does.
+    public let waitingNotifications: WaitingNotifications
     /// Nil without a history source.
     public let backfill: BackfillHistory?
+    /// The fetches of unseen purchases' histories that posts queue; its `run` must run (a
+    /// background service of the server). Nil without a history source.
+    public let origins: OriginBackfills?
     public let consumptionRequests: ConsumptionRequests
 
     /// - Parameters:
@@ -48,8 +53,10 @@ public struct PostgresLedger: Sendable {
         backfill = history.map {
             BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: registry, source: $0, logger: logger)
         }
-        recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: backfill, logger: logger)
+        origins = backfill.map { OriginBackfills(backfill: $0, logger: logger) }
+        recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
         notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: registry, logger: logger)
+        waitingNotifications = WaitingNotifications(intake: notifications, logger: logger)
         consumptionRequests = ConsumptionRequests(reader: handler.reader)
     }
 }

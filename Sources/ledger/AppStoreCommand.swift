@@ -62,6 +62,8 @@ struct AppStoreCommand: AsyncParsableCommand {
                 }
             } catch let error as BackfillError {
                 throw CommandFailure(message: error.message)
+            } catch let error as TransactionHistoryError {
+                throw CommandFailure(message: "\(error.description); nothing was recorded")
             }
             let recording = result.recording
             Output.line("\(app), \(user): Apple's \(result.environment.rawValue) history of \(transaction) lists \(result.fetched) transaction(s)")

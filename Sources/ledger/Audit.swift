@@ -30,8 +30,13 @@ struct Audit: AsyncParsableCommand {
                 below the anchored log head are counted: every stream deleted, truncated or rewritten since \
                 is named. Events appended after the anchor are fine.
 
+                An anchor is trusted only when signed by the key you name (--public-key, or \
+                LEDGER_ANCHOR_PUBLIC_KEY_FILE): whoever rewrites the log can re-anchor it with a key of \
+                their own. --trust-embedded-key checks it against the key it carries instead, and says so.
+
                 Exit status: 0 intact, 1 altered (or the check could not run), 3 the anchor cannot be \
-                trusted (unreadable, changed after signing, or signed by another key than --public-key).
+                trusted (unreadable, changed after signing, signed by another key than --public-key, or \
+                no --public-key given).
                 """
         )
 
@@ -40,15 +45,21 @@ struct Audit: AsyncParsableCommand {
         @Option(help: ArgumentHelp("An anchor written by `ledger audit anchor`: also find streams deleted, truncated or rewritten since it was taken.", valueName: "file"))
         var anchor: String?
 
-        @Option(help: ArgumentHelp("The public key the anchor must be signed with: the FILE.pub of `ledger audit anchor-key` (default: $LEDGER_ANCHOR_PUBLIC_KEY_FILE). Without one, only the key inside the anchor is checked.", valueName: "file"))
+        @Option(help: ArgumentHelp("The public key the anchor must be signed with: the FILE.pub of `ledger audit anchor-key` (default: $LEDGER_ANCHOR_PUBLIC_KEY_FILE). Required with --anchor unless --trust-embedded-key.", valueName: "file"))
         var publicKey: String?
+
+        @Flag(help: "Check the anchor against the key it carries itself, with no key of yours: shows it was not changed after signing, not who signed it.")
+        var trustEmbeddedKey = false
 
         /// The exit status for an anchor that cannot be trusted, apart from "the log was altered".
         static let untrustedAnchor = ExitCode(3)
 
         func validate() throws {
-            if publicKey != nil && anchor == nil {
-                throw ValidationError("--public-key checks an anchor's signature: give the anchor with --anchor FILE")
+            if (publicKey != nil || trustEmbeddedKey) && anchor == nil {
+                throw ValidationError("--public-key and --trust-embedded-key check an anchor's signature: give the anchor with --anchor FILE")
+            }
+            if publicKey != nil && trustEmbeddedKey {
+                throw ValidationError("--public-key and --trust-embedded-key exclude each other: name the key you trust, or say you trust none")
             }
         }
 
@@ -88,7 +99,11 @@ struct Audit: AsyncParsableCommand {
         /// The anchor, checked, or nil when none was asked for; exits with status 3 when it cannot be trusted.
         private func loadAnchor() throws -> LogAnchor? {
             guard let path = anchor else { return nil }
-            let keyPath = publicKey ?? ProcessInfo.processInfo.environment["LEDGER_ANCHOR_PUBLIC_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+            let keyPath = publicKey ?? (trustEmbeddedKey ? nil : ProcessInfo.processInfo.environment["LEDGER_ANCHOR_PUBLIC_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 })
+            guard keyPath != nil || trustEmbeddedKey else {
+                Output.error("error: the anchor \(path) is trusted only against a key you name: pass --public-key FILE.pub (the one `ledger audit anchor-key` wrote), or set LEDGER_ANCHOR_PUBLIC_KEY_FILE; whoever rewrote the log could have signed a new anchor with a key of their own. --trust-embedded-key checks it against the key it carries, knowing that")
+                throw Self.untrustedAnchor
+            }
             do {
                 let trusted = try keyPath.map { path throws(LogAnchorError) in try AnchorPublicKey.load(from: path) }
                 let loaded = try LogAnchor.load(from: path, trusting: trusted)
@@ -99,7 +114,7 @@ struct Audit: AsyncParsableCommand {
                     Output.line("anchor signature valid: signed by the trusted key \(summary.publicKey.fingerprint) (\(keyPath ?? ""))")
                 case .embeddedKeyOnly:
                     Output.line("anchor signature valid for the key the anchor itself carries, \(summary.publicKey.fingerprint), which is NOT checked against a key you trust")
-                    Output.error("warning: that shows the anchor is intact as signed, not that you made it: pass --public-key FILE.pub (or set LEDGER_ANCHOR_PUBLIC_KEY_FILE) to trust only your key")
+                    Output.error("warning (--trust-embedded-key): that shows the anchor is intact as signed, not that you made it: pass --public-key FILE.pub (or set LEDGER_ANCHOR_PUBLIC_KEY_FILE) to trust only your key")
                 }
                 return loaded
             } catch {

@@ -74,9 +74,19 @@ import Glibc
             #expect(forged.status == 3, "\(forged.output)\(forged.errors)")
             #expect(forged.errors.contains("was changed after it was signed"), "\(forged.errors)")
 
-            // Without a trusted key, the embedded one is checked and the output says so.
-            let untrusted = try await ledger("audit", "verify", "--anchor", anchorFile)
-            #expect(untrusted.output.contains("NOT checked against a key you trust"), "\(untrusted.output)")
+            // Without a trusted key the anchor is not trusted: whoever rewrote the log can sign a new one.
+            let stranger = try await ledger("audit", "anchor-key", "--out", directory.appendingPathComponent("stranger.key").path)
+            #expect(stranger.status == 0, "\(stranger.errors)")
+            let reanchored = directory.appendingPathComponent("reanchored.json").path
+            #expect(try await ledger("audit", "anchor", "--key", directory.appendingPathComponent("stranger.key").path, "--out", reanchored).status == 0)
+            let untrusted = try await ledger("audit", "verify", "--anchor", reanchored)
+            #expect(untrusted.status == 3, "signed by any key is not enough: \(untrusted.output)\(untrusted.errors)")
+            #expect(untrusted.errors.contains("--public-key FILE.pub") && untrusted.errors.contains("--trust-embedded-key"), "\(untrusted.errors)")
+            let mine = try await ledger("audit", "verify", "--anchor", reanchored, "--public-key", key + ".pub")
+            #expect(mine.status == 3, "\(mine.output)\(mine.errors)")
+            // Asked for explicitly, the embedded key is checked and the output says so.
+            let embedded = try await ledger("audit", "verify", "--anchor", anchorFile, "--trust-embedded-key")
+            #expect(embedded.output.contains("NOT checked against a key you trust"), "\(embedded.output)")
 
             // A key others can read is refused, and no anchor is written.
             #expect(chmod(key, 0o644) == 0)

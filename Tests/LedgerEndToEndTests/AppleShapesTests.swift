@@ -261,7 +261,7 @@ import Testing
             other["notificationUUID"] = UUID().uuidString.lowercased()
             other["externalPurchaseToken"] = ["externalPurchaseId": "SANDBOX_1", "appAppleId": 1, "bundleId": "com.example.other"]
             let refused = try await api.postNotification(try signed.signer.sign(other))
-            #expect(refused.status == 422 && refused.errorCode == "invalid_notification", "\(refused.text)")
+            #expect(refused.status == 401 && refused.errorCode == "invalid_signature", "\(refused.text)")
         }
     }
 

@@ -48,10 +48,18 @@ import Testing
                         continue
                     }
                     if route.signed {
-                        // No key is asked for, and none helps: an unsigned body is refused for what it is.
+                        // No key is asked for, and none helps: an unsigned body is refused as not Apple's.
                         for key in [nil, api.allKey] {
                             let unsigned = try await api.send(method, path, key: key, json: ["signedPayload": "a.b.c"])
-                            #expect(unsigned.status == 422 && unsigned.errorCode == "invalid_notification", "\(route): \(unsigned.text)")
+                            #expect(unsigned.status == 401 && unsigned.errorCode == "invalid_signature", "\(route): \(unsigned.text)")
+                        }
+                        continue
+                    }
+                    if route.path == "/metrics" {
+                        // Not for strangers: only the bearer of the operator's metrics token (none here), never an API key.
+                        for key in [nil, api.allKey] {
+                            let refused = try await api.send(method, path, key: key)
+                            #expect(refused.status == 403 && refused.errorCode == "metrics_not_exposed", "\(route): \(refused.text)")
                         }
                         continue
                     }

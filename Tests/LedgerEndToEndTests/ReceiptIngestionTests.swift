@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 import LedgerHTTP
 import LedgerStore
 import NIOHTTP1
@@ -95,8 +96,12 @@ import Testing
             let revoke = "/v1/apps/\(APIHarness.app)/transactions/\(bought.transactionId)/revoke"
             let noReason = try await api.send(.POST, revoke, key: api.keys["admin"], json: ["reason": " "])
             #expect(noReason.status == 400)
-            let revoked = try await api.send(.POST, revoke, key: api.keys["admin"], json: ["reason": "chargeback", "revokedAt": "2026-11-01T10:00:00Z"])
-            #expect(revoked.status == 200 && revoked.json["revokedAt"] as? String == "2026-11-01T10:00:00.000Z", "\(revoked.text)")
+            // Dated before the purchase: refused, nothing recorded.
+            let early = try await api.send(.POST, revoke, key: api.keys["admin"], json: ["reason": "chargeback", "revokedAt": "2019-01-01T10:00:00Z"])
+            #expect(early.status == 400 && early.errorMessage?.contains("before") == true, "\(early.text)")
+            let revokedAt = LedgerJSON.formatTimestamp(Date(milliseconds: Date().addingTimeInterval(60).milliseconds))
+            let revoked = try await api.send(.POST, revoke, key: api.keys["admin"], json: ["reason": "chargeback", "revokedAt": revokedAt])
+            #expect(revoked.status == 200 && revoked.json["revokedAt"] as? String == revokedAt, "\(revoked.text)")
             let twice = try await api.send(.POST, revoke, key: api.keys["admin"], json: ["reason": "chargeback"])
             #expect(twice.status == 409 && twice.errorCode == "already_revoked")
 

@@ -19,9 +19,12 @@ struct MetricsMiddlewareTests {
         router.get("/metrics-test/items/:itemId") { _, _ in "item" }
         router.post("/metrics-test/items/:itemId/refuse") { _, _ -> String in throw HTTPError(.conflict) }
         router.get("/metrics-test/crash") { _, _ -> String in throw Unexpected() }
-        MetricsController(registry: registry).addRoutes(to: router)
+        MetricsController(registry: registry, access: .token(Self.token)).addRoutes(to: router)
         return Application(router: router)
     }
+
+    static let token = "metrics-token-for-the-tests"
+    static var bearer: HTTPFields { [.authorization: "Bearer \(token)"] }
 
     @Test("/metrics counts requests by method, route template and status, and unmatched paths as one route")
     func countsRequestsByRouteTemplate() async throws {
@@ -34,7 +37,7 @@ struct MetricsMiddlewareTests {
             try await client.execute(uri: "/metrics-test/crash", method: .get) { #expect($0.status == .internalServerError) }
             try await client.execute(uri: "/metrics-test/nowhere/\(UUID())", method: .get) { #expect($0.status == .notFound) }
 
-            try await client.execute(uri: "/metrics", method: .get) { response in
+            try await client.execute(uri: "/metrics", method: .get, headers: Self.bearer) { response in
                 #expect(response.status == .ok)
                 #expect(response.headers[.contentType] == "text/plain; version=0.0.4; charset=utf-8")
                 let after = PrometheusSamples(text: String(buffer: response.body))
@@ -54,5 +57,26 @@ struct MetricsMiddlewareTests {
     @Test("bootstrapping twice hands back the same registry")
     func bootstrapIsIdempotent() {
         #expect(LedgerMetrics.bootstrap() === LedgerMetrics.bootstrap())
+    }
+
+    @Test("/metrics on the API's listener needs the metrics token; without one configured nobody reads them there; a listener of their own is open")
+    func metricsNeedTheirToken() async throws {
+        try await application().test(.router) { client in
+            try await client.execute(uri: "/metrics", method: .get) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/metrics", method: .get, headers: [.authorization: "Bearer \(Self.token)x"]) { #expect($0.status == .unauthorized) }
+            try await client.execute(uri: "/metrics", method: .get, headers: Self.bearer) { #expect($0.status == .ok) }
+        }
+        let closed = Router(context: LedgerRequestContext.self)
+        closed.middlewares.add(ErrorMiddleware())
+        MetricsController(registry: LedgerMetrics.bootstrap(), access: .token(nil)).addRoutes(to: closed)
+        try await Application(router: closed).test(.router) { client in
+            try await client.execute(uri: "/metrics", method: .get, headers: Self.bearer) { response in
+                #expect(response.status == .forbidden)
+                #expect(String(buffer: response.body).contains("--metrics-port"))
+            }
+        }
+        try await LedgerServer.metricsApplication(host: "127.0.0.1", port: 0, logger: quietLogger).test(.live) { client in
+            try await client.execute(uri: "/metrics", method: .get) { #expect($0.status == .ok) }
+        }
     }
 }

@@ -71,6 +71,10 @@ struct OpenAPITests {
                 #expect(operation["x-scope"] == nil)
                 #expect(responses["401"] != nil, "\(route) does not document 401")
                 #expect(security?.first?["bearerAuth"] == [], "\(route) takes a key of any scope")
+            } else if route.path == "/metrics" {
+                // Not an API key: the operator's metrics token.
+                #expect(security?.first?["metricsToken"] == [], "\(route) takes the metrics token")
+                #expect(responses["401"] != nil && responses["403"] != nil, "\(route) documents its refusals")
             } else {
                 #expect(operation["x-scope"] == nil)
                 #expect(security?.isEmpty == true, "\(route) needs no key")

@@ -16,6 +16,8 @@ extension AppStoreServerAPI: TransactionHistorySource {
                 .map { HistoryTransaction(fields: $0.fields, signedDate: $0.signedDate) }
         } catch .transactionNotFound(let id) {
             throw TransactionHistoryError.transactionNotFound(id)
+        } catch .rateLimited(let until) {
+            throw TransactionHistoryError.rateLimited(until: until, AppStoreServerAPIError.rateLimited(until: until).description)
         } catch {
             throw TransactionHistoryError.failed(error.description)
         }

@@ -35,8 +35,9 @@ public enum AppStoreServerAPIError: Error, Sendable, Hashable, CustomStringConve
     case unauthorized
     /// 404 for the transaction: Apple knows no such transaction in this environment.
     case transactionNotFound(String)
-    /// 429: too many requests; Apple says when to come back.
-    case rateLimited(retryAfterSeconds: Int?)
+    /// 429: too many requests; Apple says when to come back (its `Retry-After`), or the ledger
+    /// itself holds back until then after an earlier 429.
+    case rateLimited(until: Date?)
     /// The service did not answer, or answered 5xx.
     case unavailable(String)
     /// An answer the ledger cannot read, or a signed transaction that did not verify.
@@ -47,7 +48,7 @@ public enum AppStoreServerAPIError: Error, Sendable, Hashable, CustomStringConve
         case .invalidKey(let reason): "the App Store Server API key cannot be used: \(reason)"
         case .unauthorized: "the App Store Server API refused the token (401): check the key id, issuer id, private key and the app's bundle id"
         case .transactionNotFound(let id): "the App Store knows no transaction \(id) in this environment (404)"
-        case .rateLimited(let seconds): "the App Store Server API asks to slow down (429)\(seconds.map { "; try again in \($0) s" } ?? "")"
+        case .rateLimited(let until): "the App Store Server API asks to slow down (429)\(until.map { "; nothing is asked of it before \($0.formatted(.iso8601))" } ?? "")"
         case .unavailable(let reason): "the App Store Server API did not answer: \(reason)"
         case .malformed(let reason): "the App Store Server API's answer cannot be read: \(reason)"
         }
@@ -57,6 +58,11 @@ public enum AppStoreServerAPIError: Error, Sendable, Hashable, CustomStringConve
 /// A client of the App Store Server API: the one call the ledger makes, Get Transaction History
 /// (`GET /inApps/v2/history/{transactionId}`), authenticated by a JWT (ES256) made with the app's
 /// key, every page of it, each signed transaction verified as a device's would be.
+///
+/// One deadline (`timeout`) covers a whole history, every page's head and body: a slow answer
+/// cannot hold its caller. Redirects are not followed (Apple's API answers where it is asked; a
+/// redirect elsewhere would carry the bearer token there). After a 429 nothing is asked of the
+/// API for that app and environment until Apple's `Retry-After` (a UNIX time in milliseconds).
 public struct AppStoreServerAPI: Sendable {
     public static let appleProductionURL = "https://api.storekit.itunes.apple.com"
     public static let appleSandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
@@ -66,8 +72,9 @@ public struct AppStoreServerAPI: Sendable {
         public var sandboxURL: String
         public var timeout: Duration
 
+            /// The deadline of one whole history: every page's request, head and body.
         public init(productionURL: String = AppStoreServerAPI.appleProductionURL, sandboxURL: String = AppStoreServerAPI.appleSandboxURL,
-                    timeout: Duration = .seconds(15)) {
+                    timeout: Duration = .seconds(30)) {
             self.productionURL = productionURL
             self.sandboxURL = sandboxURL
             self.timeout = timeout
@@ -87,17 +94,57 @@ public struct AppStoreServerAPI: Sendable {
     public let configuration: Configuration
     let verifier: SignedPayloadVerifier
     let http: HTTPClient
+    let gate: RateGate
 
-    public init(configuration: Configuration = .init(), verifier: SignedPayloadVerifier, http: HTTPClient = .shared) {
+    public init(configuration: Configuration = .init(), verifier: SignedPayloadVerifier, http: HTTPClient = AppStoreServerAPI.httpClient,
+                gate: RateGate = .shared) {
         self.configuration = configuration
         self.verifier = verifier
         self.http = http
+        self.gate = gate
+    }
+
+    /// The process's client for the API: redirects refused, a connect timeout of its own. Never
+    /// shut down (it lives as long as the process, as `HTTPClient.shared` does).
+    public static let httpClient: HTTPClient = {
+        var configuration = HTTPClient.Configuration(redirectConfiguration: .disallow)
+        configuration.timeout.connect = .seconds(5)
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }()
+
+    /// Whole histories, within one deadline: the fetch is cancelled when it passes.
+    public func history(
+        of transactionId: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date = Date()
+    ) async throws(AppStoreServerAPIError) -> [SignedTransaction] {
+        let deadline = configuration.timeout
+        let result: Result<[SignedTransaction], AppStoreServerAPIError> = await withTaskGroup(of: Result<[SignedTransaction], AppStoreServerAPIError>?.self) { group in
+            group.addTask {
+                do throws(AppStoreServerAPIError) {
+                    return .success(try await fetchHistory(of: transactionId, bundleId: bundleId, environment: environment, key: key, now: now))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: deadline)
+                return Task.isCancelled ? nil : .failure(.unavailable("no whole answer within \(deadline) (the history's deadline)"))
+            }
+            var outcome: Result<[SignedTransaction], AppStoreServerAPIError> = .failure(.unavailable("cancelled"))
+            for await finished in group {
+                guard let finished else { continue }
+                outcome = finished
+                break
+            }
+            group.cancelAll()
+            return outcome
+        }
+        return try result.get()
     }
 
     /// Every transaction of the customer who made `transactionId`, in the app, oldest first, each
     /// verified (Apple's chain, the bundle id, the environment).
-    public func history(
-        of transactionId: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date = Date()
+    func fetchHistory(
+        of transactionId: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date
     ) async throws(AppStoreServerAPIError) -> [SignedTransaction] {
         guard !transactionId.isEmpty, transactionId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
             throw .malformed("transaction id '\(transactionId.prefix(80))' is not an App Store transaction id")
@@ -109,7 +156,8 @@ public struct AppStoreServerAPI: Sendable {
             if let revision {
                 url += "&revision=" + (revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? revision)
             }
-            let page = try await get(url, token: try Self.token(key: key, bundleId: bundleId, now: now), transactionId: transactionId)
+            let page = try await get(url, token: try Self.token(key: key, bundleId: bundleId, now: now), transactionId: transactionId,
+                                     gateKey: "\(environment.rawValue) \(bundleId)")
             for jws in page.signedTransactions ?? [] {
                 do {
                     transactions.append(try await verifier.verify(jws, as: SignedTransaction.self, bundleId: bundleId, environment: environment))
@@ -131,7 +179,8 @@ public struct AppStoreServerAPI: Sendable {
         let signedTransactions: [String]?
     }
 
-    private func get(_ url: String, token: String, transactionId: String) async throws(AppStoreServerAPIError) -> Page {
+    private func get(_ url: String, token: String, transactionId: String, gateKey: String) async throws(AppStoreServerAPIError) -> Page {
+        if let until = await gate.closed(gateKey) { throw .rateLimited(until: until) }
         var request = HTTPClientRequest(url: url)
         request.method = .GET
         request.headers.add(name: "Authorization", value: "Bearer \(token)")
@@ -139,10 +188,12 @@ public struct AppStoreServerAPI: Sendable {
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
-            response = try await http.execute(request, timeout: .nanoseconds(Int64(configuration.timeout.components.seconds * 1_000_000_000)))
+            // The history's deadline covers this; the request's own is only a backstop.
+            response = try await http.execute(request, timeout: TimeAmount.nanoseconds(Int64(configuration.timeout.components.seconds) * 1_000_000_000))
             body = try await response.body.collect(upTo: 4 << 20)
         } catch {
-            throw .unavailable("\(error)")
+            if Task.isCancelled { throw .unavailable("cancelled at the history's deadline") }
+            throw .unavailable(Self.describe(error))
         }
         switch response.status.code {
         case 200:
@@ -153,10 +204,34 @@ public struct AppStoreServerAPI: Sendable {
             }
         case 401: throw .unauthorized
         case 404: throw .transactionNotFound(transactionId)
-        case 429: throw .rateLimited(retryAfterSeconds: response.headers.first(name: "Retry-After").flatMap { Int($0) })
+        case 429:
+            let until = Self.retryAfter(response.headers.first(name: "Retry-After"), now: Date()) ?? Date().addingTimeInterval(60)
+            await gate.close(gateKey, until: until)
+            throw .rateLimited(until: until)
+        case 300...399: throw .malformed("status \(response.status.code), a redirect, which the ledger does not follow (the token would go with it)")
         case 500...599: throw .unavailable("status \(response.status.code)")
         default: throw .malformed("status \(response.status.code): \(String(decoding: body.readableBytesView.prefix(300), as: UTF8.self))")
         }
+    }
+
+    /// Apple's `Retry-After` on a 429: a UNIX time in milliseconds; delta-seconds (HTTP's own form)
+    /// read too. Nil when it says neither; never more than a day ahead.
+    static func retryAfter(_ text: String?, now: Date) -> Date? {
+        guard let text, let number = Double(text.trimmingCharacters(in: .whitespaces)), number >= 0 else { return nil }
+        let date = number > 100_000_000_000 ? Date(timeIntervalSince1970: number / 1_000) : now.addingTimeInterval(number)
+        return min(max(date, now), now.addingTimeInterval(86_400))
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout: return "no connection within the connect timeout"
+            case .deadlineExceeded, .readTimeout: return "no answer in time"
+            case .remoteConnectionClosed: return "the API closed the connection"
+            default: return "\(error)"
+            }
+        }
+        return "\(error)"
     }
 
     /// The bearer token: a JWT, ES256 with the key, for this bundle id, valid 20 minutes.
@@ -173,5 +248,28 @@ public struct AppStoreServerAPI: Sendable {
         } catch {
             throw .invalidKey("signing the token failed: \(error)")
         }
+    }
+}
+
+/// Where the App Store Server API said to slow down (429): nothing is asked of it for that app
+/// and environment until the time it named. Shared by the process's clients.
+public actor RateGate {
+    public static let shared = RateGate()
+    private var closedUntil: [String: Date] = [:]
+
+    public init() {}
+
+    /// When the gate opens again, if it is closed now.
+    func closed(_ key: String, now: Date = Date()) -> Date? {
+        guard let until = closedUntil[key] else { return nil }
+        guard until > now else {
+            closedUntil[key] = nil
+            return nil
+        }
+        return until
+    }
+
+    func close(_ key: String, until: Date) {
+        closedUntil[key] = max(until, closedUntil[key] ?? until)
     }
 }

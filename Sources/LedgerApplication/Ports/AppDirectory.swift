@@ -7,6 +7,9 @@ public protocol AppDirectory: Sendable {
     /// Whether the app is registered (`ledger apps add`).
     func isRegistered(_ bundleID: String) async throws -> Bool
 
+    /// Every registered app's bundle id.
+    func bundleIDs() async throws -> [String]
+
     /// The app's App Store shared secret (for auto-renewable receipts), nil when it has none.
     /// Throws `SecretError` when it is stored but cannot be opened, `AccessError` for an app that
     /// is not registered.

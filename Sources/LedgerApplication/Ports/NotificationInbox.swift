@@ -1,8 +1,9 @@
+import Foundation
 import LedgerDomain
 
 /// Whose App Store notification is whose: a notification names no user, so it belongs to the user
-/// whose stream holds its transaction (or original transaction), or failing that the user whose
-/// transactions carry its `appAccountToken`. One that no user holds waits on the app's
+/// whose stream holds its transaction (or original transaction), or failing that the user the
+/// app's server bound its `appAccountToken` to. One that no user holds waits on the app's
 /// `notifications/<bundle id>` stream, where a later post of its transaction finds it.
 public protocol NotificationInbox: Sendable {
     /// Where the notification keyed `notificationKey` was recorded before, if it was; otherwise the
@@ -11,12 +12,41 @@ public protocol NotificationInbox: Sendable {
         _ notificationKey: DeduplicationKey?, transactionIDs: [String], app: String, environment: StoreEnvironment
     ) async throws -> NotificationLookup
 
-    /// The first user of the app whose recorded transactions carry this `appAccountToken`.
-    func holder(ofToken token: String, app: String, environment: StoreEnvironment) async throws -> String?
+    /// The user the app's server bound this `appAccountToken` to (`AppAccountTokenBound`), if any.
+    /// Never whoever first posted a transaction carrying it: a client chooses its own token.
+    func holder(ofToken token: String, app: String) async throws -> String?
 
     /// The notifications waiting on the app's notifications stream for any of these original
     /// transactions or tokens, in the order they came.
     func waiting(app: String, environment: StoreEnvironment, originals: [String], tokens: [String]) async throws -> [AppStoreNotificationReceived]
+
+    /// Notifications of the app's notifications stream that no user took: still waiting
+    /// (recorded before `recordedBefore`, oldest first), or expired (newest first).
+    func unclaimed(app: String, state: UnclaimedNotification.State, recordedBefore: Date?, limit: Int) async throws -> [UnclaimedNotification]
+}
+
+/// A notification the app's notifications stream holds that no user took.
+public struct UnclaimedNotification: Sendable, Hashable {
+    public enum State: String, Sendable, Hashable {
+        /// Waiting for its user: a post of its transaction, or its token's user.
+        case waiting
+        /// Waited past its time (`NotificationExpired`): listed for an operator; a post of its
+        /// transaction still takes it.
+        case expired
+    }
+
+    public let notification: AppStoreNotificationReceived
+    public let position: Int64
+    public let recordedAt: Date
+    /// When it expired, for an expired one.
+    public let expiredAt: Date?
+
+    public init(notification: AppStoreNotificationReceived, position: Int64, recordedAt: Date, expiredAt: Date? = nil) {
+        self.notification = notification
+        self.position = position
+        self.recordedAt = recordedAt
+        self.expiredAt = expiredAt
+    }
 }
 
 /// What `NotificationInbox.lookup` found.

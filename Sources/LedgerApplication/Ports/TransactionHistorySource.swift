@@ -24,12 +24,15 @@ public struct HistoryTransaction: Sendable, Hashable {
 public enum TransactionHistoryError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The App Store knows no such transaction in the environment asked (404).
     case transactionNotFound(String)
+    /// Apple asked to slow down (429): nothing more is asked before `until`.
+    case rateLimited(until: Date?, String)
     /// Anything else, in words (the key refused, Apple unreachable, an answer that cannot be read).
     case failed(String)
 
     public var description: String {
         switch self {
         case .transactionNotFound(let id): "the App Store knows no transaction \(id) in this environment (404)"
+        case .rateLimited(_, let reason): reason
         case .failed(let reason): reason
         }
     }

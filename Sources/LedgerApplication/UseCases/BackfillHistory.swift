@@ -68,6 +68,10 @@ public struct BackfillHistory: Sendable {
             } catch {
                 throw BackfillError("\(error) (asking the sandbox: production did not know the transaction); nothing was recorded")
             }
+        } catch let error as TransactionHistoryError {
+            // Apple's "slow down" stays itself: whoever queued the fetch waits the time it named.
+            if case .rateLimited = error { throw error }
+            throw BackfillError("\(error); nothing was recorded")
         } catch {
             throw BackfillError("\(error); nothing was recorded")
         }
@@ -98,38 +102,30 @@ public struct BackfillHistory: Sendable {
         }
     }
 
-    /// After a post: a transaction it recorded whose original transaction the stream never saw (a
-    /// renewal or a restore of a purchase made before the ledger, or whose post was lost) is looked
-    /// up in Apple's history when the app has a Server API key. Best effort: a failure is logged,
-    /// and the post stands (`ledger appstore backfill` can do it later).
-    func unknownOrigins(
-        of recording: RecordAppStoreFacts.Recording, post: RecordAppStoreFacts.Post, environment: StoreEnvironment
-    ) async -> RecordAppStoreFacts.Recording? {
-        let unknown = recording.recorded.compactMap { item -> String? in
+    /// After a post: the original transactions of what it recorded that the stream never saw (a
+    /// renewal or a restore of a purchase made before the ledger, or whose post was lost).
+    static func unknownOrigins(of recording: RecordAppStoreFacts.Recording) -> [String] {
+        var seen: Set<String> = []
+        return recording.recorded.compactMap { item -> String? in
             guard let id = item.transactionId, let transaction = recording.state.transactions[id], transaction.position == item.position,
                   transaction.originalTransactionId != id, recording.state.transactions[transaction.originalTransactionId] == nil,
-                  !transaction.isFamilyShared
+                  !transaction.isFamilyShared, seen.insert(transaction.originalTransactionId).inserted
             else { return nil }
             return transaction.originalTransactionId
         }
-        guard let original = unknown.first else { return nil }
-        do {
-            guard let key = try await key(of: post.app) else { return nil }
-            let result = try await backfill(
-                app: post.app, user: post.userId, transactionId: original, environment: environment, key: key,
-                metadata: post.metadata.merging(["source": "backfill"]) { $1 }
-            )
-            logger.info("restore of an unseen purchase: its history fetched from the App Store", metadata: [
-                "ledger.app": "\(post.app)", "ledger.original_transaction": "\(original)", "ledger.fetched": "\(result.fetched)",
-                "ledger.recorded": "\(result.recording.recorded.count)",
-            ])
-            return result.recording
-        } catch {
-            logger.warning("restore of an unseen purchase: its history could not be fetched; `ledger appstore backfill` can do it later", metadata: [
-                "ledger.app": "\(post.app)", "ledger.original_transaction": "\(original)", "ledger.error": "\(error)",
-            ])
-            return nil
-        }
+    }
+
+    /// Apple's history of a purchase the user's stream never saw, recorded for the user, when the
+    /// app has a Server API key; nil when it has none.
+    func origin(_ job: OriginBackfills.Job) async throws -> Result? {
+        guard let key = try await key(of: job.app) else { return nil }
+        let result = try await backfill(app: job.app, user: job.user, transactionId: job.originalTransactionId, environment: job.environment,
+                                        key: key, metadata: job.metadata.merging(["source": "backfill"]) { $1 })
+        logger.info("restore or renewal of an unseen purchase: its history fetched from the App Store", metadata: [
+            "ledger.app": "\(job.app)", "ledger.original_transaction": "\(job.originalTransactionId)", "ledger.fetched": "\(result.fetched)",
+            "ledger.recorded": "\(result.recording.recorded.count)",
+        ])
+        return result
     }
 }
 

@@ -66,13 +66,13 @@ public struct RecordAppStoreFacts: Sendable {
     let handler: UserCommandHandler
     let archive: any DocumentArchive
     let inbox: any NotificationInbox
-    /// Apple's history of a purchase the ledger never saw, fetched after a post that restores or
-    /// renews it; nil to leave that to `ledger appstore backfill`.
-    let origins: BackfillHistory?
+    /// Apple's history of a purchase the ledger never saw, queued after a post that restores or
+    /// renews it and fetched out of the post's way; nil to leave that to `ledger appstore backfill`.
+    let origins: OriginBackfills?
     let logger: Logger
 
     public init(
-        handler: UserCommandHandler, archive: any DocumentArchive, inbox: any NotificationInbox, origins: BackfillHistory? = nil,
+        handler: UserCommandHandler, archive: any DocumentArchive, inbox: any NotificationInbox, origins: OriginBackfills? = nil,
         logger: Logger
     ) {
         self.handler = handler
@@ -82,16 +82,12 @@ public struct RecordAppStoreFacts: Sendable {
         self.logger = logger
     }
 
-    /// Records the answer for the post's user, then, when the app has a Server API key, Apple's
-    /// history of any purchase the post renews or restores that the stream never saw.
+    /// Records the answer for the post's user, then queues the fetch of Apple's history of any
+    /// purchase the post renews or restores that the stream never saw (done when the app has a
+    /// Server API key, out of the post's way).
     public func callAsFunction(_ answer: AppStoreAnswer, document: AppStoreDocument, post: Post) async throws -> Recording {
-        var recording = try await record(answer, document: document, post: post)
-        if let origins, let backfilled = await origins.unknownOrigins(of: recording, post: post, environment: answer.environment) {
-            recording.recorded += backfilled.recorded
-            recording.position = max(recording.position, backfilled.position)
-            recording.state = backfilled.state
-            recording.catalog = backfilled.catalog
-        }
+        let recording = try await record(answer, document: document, post: post)
+        if let origins { await origins.enqueue(origins: recording, post: post, environment: answer.environment) }
         return recording
     }
 
@@ -104,7 +100,7 @@ public struct RecordAppStoreFacts: Sendable {
         let fields = answer.transactions.map(AppStoreFields.init)
         let claimed = Array(Set(fields.flatMap { [$0.transactionId, $0.originalTransactionId].compactMap { $0 } }))
         let originals = Array(Set(fields.compactMap { $0.originalTransactionId ?? $0.transactionId }))
-        let tokens = Array(Set(fields.compactMap { $0["appAccountToken"] }))
+        let tokens = Array(Set(fields.compactMap { $0["appAccountToken"].flatMap(AppAccountToken.normalized) }))
         var attempt = 0
         var elsewhere: [String: Int64]
         var outcome: UserCommandHandler.Outcome<[Duplicate]>
@@ -133,7 +129,13 @@ public struct RecordAppStoreFacts: Sendable {
                     )
                     // Where the log holds what the post repeats: the latest observation, which may be a refund's.
                     let duplicates = decision.duplicates.map { Duplicate(transactionId: $0, position: state.facts.observed[$0]?.latest.position ?? 0) }
-                    let applied = try Self.applyWaiting(waiting, app: app, after: decision.events, on: state)
+                    // A notification found by its token alone is this user's only when the app's
+                    // server bound the token to them: a client chooses its own token.
+                    let mine = waiting.filter { notification in
+                        notification.originalTransactionId.map(originals.contains) == true
+                            || notification.appAccountToken.flatMap(AppAccountToken.normalized).map(state.boundTokens.contains) == true
+                    }
+                    let applied = try Self.applyWaiting(mine, app: app, after: decision.events, on: state)
                     return (decision.events + applied, duplicates)
                 }
                 break

@@ -6,11 +6,14 @@ import Logging
 /// the transaction and the renewal info that is news there.
 ///
 /// A notification names no user. It belongs to the user who holds its transaction or original
-/// transaction, else to the one whose transactions carry its `appAccountToken`; with no such user
-/// yet it waits on the app's `notifications/<bundle id>` stream, and is copied to the user's
-/// stream in the append of the post that brings its transaction (`RecordAppStoreFacts`). Types
-/// the ledger does not act on are recorded all the same. Apple retries until it is answered 200,
-/// so the same notification again records nothing and answers where it is.
+/// transaction; with none yet it waits on the app's `notifications/<bundle id>` stream, and is
+/// copied to the user's stream in the append of the post that brings its transaction
+/// (`RecordAppStoreFacts`). Its `appAccountToken` routes it only through a binding the app's
+/// server made (`AppAccountTokenBound`), and only after a grace period in which the device's own
+/// post may take it (`WaitingNotifications`): a token is chosen by the client, so whoever posts
+/// first with it must not claim another's purchase. Types the ledger does not act on are recorded
+/// all the same. Apple retries until it is answered 200, so the same notification again records
+/// nothing and answers where it is.
 public struct TakeInNotification: Sendable {
     /// What became of a notification.
     public struct Outcome: Sendable {
@@ -64,9 +67,7 @@ public struct TakeInNotification: Sendable {
         if let earlier = found.earlier {
             return Outcome(kind: .duplicate, userId: Self.user(earlier.streamID, app: app), position: earlier.position, recorded: [])
         }
-        var holder = found.holder
-        if holder == nil { holder = try await owner(byToken: notification, app: app) }
-        if let user = holder {
+        if let user = found.holder {
             return try await record(notification, for: user, app: app, document: document, metadata: metadata)
         }
         // A user of the app holding its transaction shows the app is registered; with none, it must be.
@@ -89,7 +90,7 @@ public struct TakeInNotification: Sendable {
                 "ledger.app": "\(app)", "ledger.notification": "\(notification.notificationUUID)", "ledger.type": "\(notification.notificationType)",
             ])
             // The user may have posted the transaction while it was being appended: then it goes to them now.
-            if let user = try await owner(of: notification, app: app) {
+            if let user = try await inbox.holder(of: Self.transactionIDs(of: notification), app: app, environment: notification.environment) {
                 return try await record(notification, for: user, app: app, document: document, metadata: metadata, applied: true)
             }
             return Outcome(kind: .waiting, userId: nil, position: position, recorded: recorded)
@@ -100,25 +101,19 @@ public struct TakeInNotification: Sendable {
         }
     }
 
-    /// The user a notification belongs to: who holds its transaction or original, else its token.
-    private func owner(of notification: AppStoreNotificationReceived, app: String) async throws -> String? {
-        if let user = try await inbox.holder(of: Self.transactionIDs(of: notification), app: app, environment: notification.environment) {
-            return user
-        }
-        return try await owner(byToken: notification, app: app)
-    }
-
-    /// The user whose recorded transactions carry the notification's `appAccountToken`.
-    private func owner(byToken notification: AppStoreNotificationReceived, app: String) async throws -> String? {
-        guard let token = notification.appAccountToken else { return nil }
-        return try await inbox.holder(ofToken: token, app: app, environment: notification.environment)
+    /// Copies a notification waiting on the app's stream to `user` (who now holds its transaction,
+    /// or whom the app's server bound its token to), with what it says that is news there.
+    public func deliver(_ notification: AppStoreNotificationReceived, to user: String, app: String, metadata: [String: String]) async throws -> Outcome {
+        try await record(notification, for: user, app: app, document: nil, metadata: metadata, applied: true)
     }
 
     private func record(
-        _ notification: AppStoreNotificationReceived, for user: String, app: String, document: AppStoreDocument,
+        _ notification: AppStoreNotificationReceived, for user: String, app: String, document: AppStoreDocument?,
         metadata: [String: String], applied: Bool = false
     ) async throws -> Outcome {
-        let outcome = try await handler.execute(app: app, user: user, metadata: metadata, beforeAppend: { try await archive.keep(document) }) { state, _ in
+        let outcome = try await handler.execute(app: app, user: user, metadata: metadata, beforeAppend: {
+            if let document { try await archive.keep(document) }
+        }) { state, _ in
             guard !state.facts.notifications.contains(where: { $0.uuid == notification.notificationUUID }) else { return ([], ()) }
             let events = try UserDecisions.observeNotification(notification, app: app, applied: applied, digest: ContentHash.sha256Hex, on: state)
             return (events, ())

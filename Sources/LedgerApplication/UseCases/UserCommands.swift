@@ -102,6 +102,37 @@ public struct UserCommands: Sendable {
         return (false, try await handler.reader.definitionPosition(of: product.productId, app: app) ?? 0)
     }
 
+    /// The app's server binds an `appAccountToken` to the user (a new random one when `token` is
+    /// nil): App Store notifications carrying it, whose transaction no user holds, become the
+    /// user's. A token is one user's for ever; bound to another user, it is refused. Answers the
+    /// token, where the binding is, and whether this call made it.
+    public func bindToken(
+        _ token: String?, user: String, app: String, metadata: [String: String]
+    ) async throws -> (token: String, position: Int64, bound: Bool) {
+        let chosen = token ?? UUID().uuidString.lowercased()
+        guard let normalized = AppAccountToken.normalized(chosen) else {
+            throw DecisionError.invalidInput("appAccountToken '\(chosen.prefix(80))' is not a UUID, which StoreKit requires of it")
+        }
+        let key = try DeduplicationKey.appAccountToken(app: app, token: normalized)
+        if let held = try await handler.store.recorded([key])[key] {
+            guard case .user(app, user) = StreamID.kind(of: held.streamID) else { throw DecisionError.tokenBoundToAnotherUser(normalized) }
+            return (normalized, held.position, false)
+        }
+        let outcome = try await handler.execute(app: app, user: user, metadata: metadata) { state, _ in
+            (try UserDecisions.bindToken(normalized, app: app, on: state), ())
+        }
+        for result in outcome.append?.outcomes ?? [] {
+            switch result {
+            case .appended(let position, _): return (normalized, position, true)
+            case .duplicate(let stored):
+                // Another user's binding won the race.
+                guard case .user(app, user) = StreamID.kind(of: stored.streamID) else { throw DecisionError.tokenBoundToAnotherUser(normalized) }
+                return (normalized, stored.position, false)
+            }
+        }
+        return (normalized, try await handler.position(of: outcome, app: app, user: user), false)
+    }
+
     /// The user an App Store transaction of the app is recorded for.
     public func owner(of transactionID: String, app: String) async throws -> String {
         let keys = StoreEnvironment.allCases.flatMap { DeduplicationKey.claimsOf(transactionID: transactionID, app: app, environment: $0) }

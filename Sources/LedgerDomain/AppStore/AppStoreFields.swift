@@ -64,7 +64,9 @@ public struct AppStoreFields: Hashable, Sendable {
         cancellationDate = Self.milliseconds(values, "revocationDate")
         cancellationReason = Self.text(values, "revocationReason").flatMap { Int($0) }
         webOrderLineItemId = Self.text(values, "webOrderLineItemId")
-        let currency = Self.text(values, "currency")
+        // An ISO 4217 code or nothing: a signed field the ledger does not recognise as a currency
+        // prices nothing (it stays in the fields as it came) rather than reach finance's CSV.
+        let currency = Self.text(values, "currency").flatMap { $0.utf8.count == 3 && $0.utf8.allSatisfy { (65...90).contains($0) } ? $0 : nil }
         price = Self.text(values, "price").flatMap(Self.decimal(milliunits:)).flatMap { amount in currency.map { (amount, $0) } }
             .map { AppStorePrice(amount: $0.0, currency: $0.1) }
         let introductory = Self.text(values, "offerType") == "1"

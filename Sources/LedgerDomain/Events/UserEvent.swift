@@ -22,6 +22,7 @@ public enum UserEvent: Hashable, Sendable {
     case appStoreTransactionObserved(AppStoreTransactionObserved)
     case renewalInfoObserved(RenewalInfoObserved)
     case appStoreNotificationReceived(AppStoreNotificationReceived)
+    case appAccountTokenBound(AppAccountTokenBound)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -46,6 +47,7 @@ public enum UserEvent: Hashable, Sendable {
         case .appStoreTransactionObserved(let event): event
         case .renewalInfoObserved(let event): event
         case .appStoreNotificationReceived(let event): event
+        case .appAccountTokenBound(let event): event
         }
     }
 
@@ -66,6 +68,7 @@ public enum UserEvent: Hashable, Sendable {
         entry(AppStoreTransactionObserved.self, UserEvent.appStoreTransactionObserved),
         entry(RenewalInfoObserved.self, UserEvent.renewalInfoObserved),
         entry(AppStoreNotificationReceived.self, UserEvent.appStoreNotificationReceived),
+        entry(AppAccountTokenBound.self, UserEvent.appAccountTokenBound),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

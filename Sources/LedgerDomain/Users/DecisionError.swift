@@ -8,6 +8,7 @@ public struct DecisionError: Error, Hashable, Sendable, CustomStringConvertible 
         case unknownProduct = "unknown_product"
         case alreadyRevoked = "already_revoked"
         case invalidInput = "invalid_input"
+        case tokenBoundToAnotherUser = "token_bound_to_another_user"
     }
 
     public let code: Code
@@ -48,6 +49,12 @@ public struct DecisionError: Error, Hashable, Sendable, CustomStringConvertible 
 
     public static func alreadyRevoked(_ transactionId: String) -> Self {
         .init(.alreadyRevoked, "transaction \(transactionId) is already revoked")
+    }
+
+    /// The `appAccountToken` is another user's: a token is bound to one user of the app, for ever.
+    public static func tokenBoundToAnotherUser(_ token: String) -> Self {
+        .init(.tokenBoundToAnotherUser,
+              "appAccountToken \(token) is bound to another user of this app; a token is one user's for ever: give this user a token of their own")
     }
 
     public static func invalidInput(_ message: String) -> Self {

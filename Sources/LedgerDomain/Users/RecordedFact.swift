@@ -41,6 +41,7 @@ public struct RecordedFact: Sendable, Hashable {
         case .purchaseRestored(let e): self.init(transactionId: e.transactionId, productId: e.productId, kind: "restore", position: position)
         case .purchaseRevoked(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "revocation", position: position)
         case .deviceRegistered: self.init(transactionId: nil, productId: nil, kind: "device", position: position)
+        case .appAccountTokenBound: self.init(transactionId: nil, productId: nil, kind: "app_account_token", position: position)
         case .transactionFinished(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "finish", position: position)
         case .purchaseFailed(let e): self.init(transactionId: nil, productId: e.productId, kind: "failure", position: position)
         case .itemConsumed(let e): self.init(transactionId: nil, productId: e.productId, kind: "consumption", position: position)

@@ -135,6 +135,10 @@ public enum UserDecisions {
     ) throws(DecisionError) -> [PendingEvent] {
         guard let transaction = state.transactions[transactionId] else { throw .unknownTransaction(transactionId) }
         guard !transaction.isRevoked else { throw .alreadyRevoked(transactionId) }
+        guard revokedAt >= transaction.purchaseDate else {
+            throw .invalidInput("revokedAt \(LedgerJSON.formatTimestamp(revokedAt)) is before transaction \(transactionId) was bought "
+                                + "(\(LedgerJSON.formatTimestamp(transaction.purchaseDate))): a purchase cannot be revoked before it was made")
+        }
         let trimmed = reason.trimmingCharacters(in: .whitespacesAndNewlines)
         guard !trimmed.isEmpty, trimmed.count <= 500 else {
             throw .invalidInput("a revocation needs a reason of 1 to 500 characters, for the audit trail")
@@ -155,6 +159,19 @@ public enum UserDecisions {
             events.append(PendingEvent(.subscriptionRestoredToDevice(SubscriptionRestoredToDevice(deviceId: deviceId, transactionIds: fresh))))
         }
         return (events, periods)
+    }
+
+    /// Binds `token` to the user: nothing when it is bound to them already. The event's key makes
+    /// the binding the app's only one for that token (the store answers a duplicate when another
+    /// user holds it).
+    public static func bindToken(_ token: String, app bundleID: String, on state: UserLedger) throws(DecisionError) -> [PendingEvent] {
+        guard let normalized = AppAccountToken.normalized(token) else {
+            throw .invalidInput("appAccountToken '\(token.prefix(80))' is not a UUID, which StoreKit requires of it")
+        }
+        guard !state.boundTokens.contains(normalized) else { return [] }
+        let key: DeduplicationKey
+        do { key = try .appAccountToken(app: bundleID, token: normalized) } catch { throw .invalidInput(error.message) }
+        return [PendingEvent(.appAccountTokenBound(AppAccountTokenBound(token: normalized)), deduplicationKey: key)]
     }
 
     /// `DeviceRegistered` the first time a device is seen for the user.

@@ -211,6 +211,8 @@ public struct UserLedger: Hashable, Sendable {
     /// The log position of the last event folded (0 when none was folded with its position).
     public private(set) var lastPosition: Int64 = 0
     public private(set) var devices: Set<String> = []
+    /// The `appAccountToken`s the app's server bound to this user (lower case).
+    public private(set) var boundTokens: Set<String> = []
     /// The facts the classifier reads.
     public private(set) var facts = TransactionFacts()
     public private(set) var consumed: [String: Int] = [:]
@@ -256,6 +258,9 @@ public struct UserLedger: Hashable, Sendable {
         switch event {
         case .deviceRegistered(let event):
             devices.insert(event.deviceId)
+            return
+        case .appAccountTokenBound(let event):
+            boundTokens.insert(event.token)
             return
         case .receiptPosted(let event):
             // A history fetched from the App Store names no device.

@@ -73,7 +73,7 @@ extension APIError {
             var apiError = APIError.conflict(error.code.rawValue, error.message)
             apiError.balance = error.balance
             return apiError
-        case .alreadyRevoked: return .conflict(error.code.rawValue, error.message)
+        case .alreadyRevoked, .tokenBoundToAnotherUser: return .conflict(error.code.rawValue, error.message)
         case .unknownTransaction, .unknownProduct: return APIError(.notFound, error.code.rawValue, error.message)
         case .notConsumable: return .unprocessable(error.code.rawValue, error.message)
         case .invalidQuantity: return .invalidRequest(error.message, field: "quantity")

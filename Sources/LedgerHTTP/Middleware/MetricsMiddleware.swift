@@ -1,3 +1,5 @@
+import Foundation
+import HTTPTypes
 import Hummingbird
 import Metrics
 import Synchronization
@@ -26,8 +28,10 @@ public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     ) async throws -> Response {
         let start = ContinuousClock.now
         do {
-            let response = try await next(request, context)
-            record(request, context, status: response.status, since: start)
+            var response = try await next(request, context)
+            let took = record(request, context, status: response.status, since: start)
+            // The server's own time for the answer, for whoever measures from outside (RFC: Server-Timing).
+            response.headers[Self.serverTiming] = "app;dur=" + String(format: "%.3f", Double(took.components.attoseconds) / 1e15 + Double(took.components.seconds) * 1e3)
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError
@@ -36,12 +40,17 @@ public struct MetricsMiddleware<Context: RequestContext>: RouterMiddleware {
         }
     }
 
-    private func record(_ request: Request, _ context: Context, status: HTTPResponse.Status, since start: ContinuousClock.Instant) {
+    @discardableResult
+    private func record(_ request: Request, _ context: Context, status: HTTPResponse.Status, since start: ContinuousClock.Instant) -> Duration {
         let method = Self.methodLabel(request.method)
         let route = Self.routeLabel(context.endpointPath)
-        cache.timer(method: method, route: route).record(duration: ContinuousClock.now - start)
+        let took = ContinuousClock.now - start
+        cache.timer(method: method, route: route).record(duration: took)
         cache.counter(method: method, route: route, status: status.code).increment()
+        return took
     }
+
+    static var serverTiming: HTTPField.Name { HTTPField.Name("Server-Timing")! }
 
     /// The route template; Hummingbird says `NotFound` (or nothing) when no route matched.
     static func routeLabel(_ endpointPath: String?) -> String {

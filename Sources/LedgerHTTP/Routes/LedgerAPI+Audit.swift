@@ -98,17 +98,27 @@ extension LedgerAPI {
         }
         let limit = try Self.integerQuery("limit", request, range: 1...Int64(AuditPage.maximumSize))
         if request.headers[.accept]?.contains("text/csv") == true {
-            var text = AuditCSV.restoreHeader
-            var next = cursor
+            if cursor == nil && limit == nil {
+                // The whole list, streamed a page at a time: never built whole in memory. Once the
+                // 200 is sent an error can only cut the body short, so a first page is read first.
+                let first = try await audit.restores(app: key.app, filter: filter, after: nil, limit: AuditPage.maximumSize)
+                let app = key.app
+                let body = ResponseBody { writer in
+                    var page = first
+                    try await writer.write(ByteBuffer(string: AuditCSV.restoreHeader + page.rows.map(AuditCSV.line).joined()))
+                    while let next = page.nextCursor {
+                        page = try await audit.restores(app: app, filter: filter, after: next, limit: AuditPage.maximumSize)
+                        try await writer.write(ByteBuffer(string: page.rows.map(AuditCSV.line).joined()))
+                    }
+                    try await writer.finish(nil)
+                }
+                return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-restores-\(key.app).csv"), body: body)
+            }
+            let page = try await audit.restores(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(AuditPage.maximumSize)))
             var headers = Self.csvHeaders(filename: "audit-restores-\(key.app).csv")
-            repeat {
-                let page = try await audit.restores(app: key.app, filter: filter, after: next,
-                                                    limit: Int(limit ?? Int64(AuditPage.maximumSize)))
-                text += page.rows.map(AuditCSV.line).joined()
-                next = page.nextCursor
-            } while next != nil && cursor == nil && limit == nil
-            if let next { headers[.nextCursor] = next.text }
-            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
+            if let next = page.nextCursor { headers[.nextCursor] = next.text }
+            return Response(status: .ok, headers: headers,
+                            body: .init(byteBuffer: ByteBuffer(string: AuditCSV.restoreHeader + page.rows.map(AuditCSV.line).joined())))
         }
         let page = try await audit.restores(app: key.app, filter: filter, after: cursor, limit: Int(limit ?? Int64(APILimits.defaultPageSize)))
         return try APIJSON.response(AuditPageAnswer(field: "restores", rows: page.rows, nextCursor: page.nextCursor?.text))

@@ -4,6 +4,7 @@ import Hummingbird
 import LedgerApplication
 import LedgerDomain
 import Logging
+import Metrics
 
 extension LedgerAPI {
     struct SignedTransactionBody: Decodable, Sendable {
@@ -71,19 +72,21 @@ extension LedgerAPI {
     func receiveNotification(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         let app = try Self.parameter("bundleId", context)
         let (body, _) = try await APIJSON.decode(NotificationBody.self, from: request, limit: APILimits.signedPayloadBodyBytes,
-                                                 timeout: configuration.bodyReadTimeout)
+                                                 timeout: configuration.webhookBodyReadTimeout)
         try Self.validateSignedPayload(body.signedPayload, field: "signedPayload")
         let verified: (notification: SignedNotification, transaction: SignedTransaction?, renewalInfo: SignedRenewalInfo?)
         do {
             verified = try await configuration.signedPayloads.verifyNotification(body.signedPayload, bundleId: app)
         } catch {
-            switch error {
-            case .untrustedChain, .badSignature, .unsupportedAlgorithm:
-                context.logger.warning("notification refused", metadata: ["ledger.app": "\(app)", "ledger.error": "\(error.description)"])
-                throw APIError(.unauthorized, "invalid_signature", "\(error.description); nothing was recorded")
-            case .malformed, .wrongBundle, .wrongEnvironment:
-                throw APIError.unprocessable("invalid_notification", "\(error.description); nothing was recorded").field("signedPayload")
-            }
+            // Anyone can reach this route: the answer does not say which check failed (that would
+            // guide whoever crafts payloads); the operator's log and metrics do.
+            Counter(label: "ledger_webhook_refusals_total", dimensions: [("check", error.check)]).increment()
+            refusals.warning("notification refused", metadata: [
+                "ledger.app": "\(UntrustedText.quoted(app, limit: 120))", "ledger.check": "\(error.check)",
+                "ledger.error": "\(UntrustedText.quoted(error.description, limit: 400))",
+            ], to: context.logger)
+            throw APIError(.unauthorized, "invalid_signature",
+                           "the payload is not one the App Store signed for this app (the server's log says which check failed); nothing was recorded")
         }
         let signed = verified.notification
         let environment = try Self.environment(of: signed.payloadEnvironment, what: "notification")

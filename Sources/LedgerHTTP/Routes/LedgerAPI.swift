@@ -15,6 +15,9 @@ public struct LedgerAPI: Sendable {
         public var readWaitTimeout: Duration
         /// How long a request body may take to arrive, all of it; past it, 408 and nothing recorded.
         public var bodyReadTimeout: Duration
+        /// The same for the keyless notifications webhook, shorter: Apple sends its body at once,
+        /// and a stranger's half-sent body must not hold a slot for long.
+        public var webhookBodyReadTimeout: Duration
         /// Checks StoreKit 2 transactions and App Store notifications: Apple's root only, unless
         /// an operator trusts a test root too (`--trust-simulator-root`).
         public var signedPayloads: SignedPayloadVerifier
@@ -23,11 +26,12 @@ public struct LedgerAPI: Sendable {
         public var afterCommandAppend: (@Sendable () -> Void)?
 
         public init(
-            readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30),
+            readWaitTimeout: Duration = .seconds(5), bodyReadTimeout: Duration = .seconds(30), webhookBodyReadTimeout: Duration = .seconds(5),
             signedPayloads: SignedPayloadVerifier = SignedPayloadVerifier(), afterCommandAppend: (@Sendable () -> Void)? = nil
         ) {
             self.readWaitTimeout = readWaitTimeout
             self.bodyReadTimeout = bodyReadTimeout
+            self.webhookBodyReadTimeout = webhookBodyReadTimeout
             self.signedPayloads = signedPayloads
             self.afterCommandAppend = afterCommandAppend
         }
@@ -36,6 +40,8 @@ public struct LedgerAPI: Sendable {
     let configuration: Configuration
     let services: LedgerServices
     let access: APIAccess
+    /// Refused notifications, logged at most so often.
+    let refusals = RefusalLog()
 
     public init(services: LedgerServices, configuration: Configuration = .init()) {
         self.configuration = configuration
@@ -55,6 +61,10 @@ public struct LedgerAPI: Sendable {
         apps.post("transactions/:transactionId/revoke") { try await revoke($0, $1) }
         apps.post("users/:userId/consumptions") { try await consume($0, $1) }
         apps.post("users/:userId/devices/:deviceId/restore") { try await restoreToDevice($0, $1) }
+        apps.put("users/:userId/app-account-tokens/:token") { try await bindAppAccountToken($0, $1) }
+        apps.post("users/:userId/app-account-tokens") { try await makeAppAccountToken($0, $1) }
+        apps.get("users/:userId/app-account-tokens") { try await appAccountTokens($0, $1) }
+        apps.get("notifications/unclaimed") { try await unclaimedNotifications($0, $1) }
         apps.get("users/:userId/entitlements") { try await entitlements($0, $1) }
         apps.get("users/:userId/balances") { try await balances($0, $1) }
         apps.get("users/:userId/subscriptions") { try await subscriptions($0, $1) }

@@ -1,5 +1,6 @@
 import AppStore
 import LedgerApplication
+import ServiceLifecycle
 
 /// What the routes call: the use cases, and the read sides and directories they answer from,
 /// each behind the application's protocols. `LedgerRuntime` builds them over PostgreSQL; tests
@@ -11,6 +12,8 @@ public struct LedgerServices: Sendable {
     public let recordFacts: RecordAppStoreFacts
     /// Apple's notifications.
     public let notifications: TakeInNotification
+    /// What becomes of notifications no user took yet, and their listing.
+    public let waitingNotifications: WaitingNotifications
     /// Apple's refund questions, with the log's figures.
     public let consumptionRequests: ConsumptionRequests
     /// The user's stream itself (history) and the catalog, as the log holds them.
@@ -25,16 +28,20 @@ public struct LedgerServices: Sendable {
     public let availability: any DatabaseAvailability
     /// Apple's `verifyReceipt`.
     public let verifier: any ReceiptVerifier
+    /// Work the server runs beside its requests (the queued fetches of unseen purchases'
+    /// histories): `LedgerServer.application` runs them with the server.
+    public let background: [any Service]
 
     public init(
-        commands: UserCommands, recordFacts: RecordAppStoreFacts, notifications: TakeInNotification,
+        commands: UserCommands, recordFacts: RecordAppStoreFacts, notifications: TakeInNotification, waitingNotifications: WaitingNotifications,
         consumptionRequests: ConsumptionRequests, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
-        availability: any DatabaseAvailability, verifier: any ReceiptVerifier
+        availability: any DatabaseAvailability, verifier: any ReceiptVerifier, background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
         self.notifications = notifications
+        self.waitingNotifications = waitingNotifications
         self.consumptionRequests = consumptionRequests
         self.reader = reader
         self.store = store
@@ -45,5 +52,6 @@ public struct LedgerServices: Sendable {
         self.health = health
         self.availability = availability
         self.verifier = verifier
+        self.background = background
     }
 }

@@ -95,6 +95,13 @@ public struct AppRegistry: AppDirectory, Sendable {
         return false
     }
 
+    public func bundleIDs() async throws -> [String] {
+        let rows = try await client.query("SELECT bundle_id FROM ledger.apps ORDER BY bundle_id", logger: logger)
+        var ids: [String] = []
+        for try await id in rows.decode(String.self) { ids.append(id) }
+        return ids
+    }
+
     public func apps() async throws -> [RegisteredApp] {
         let rows = try await client.query("""
             SELECT a.bundle_id, a.shared_secret IS NOT NULL OR a.shared_secret_sealed IS NOT NULL,

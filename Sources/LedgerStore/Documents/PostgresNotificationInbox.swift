@@ -6,7 +6,7 @@ import PostgresNIO
 
 /// Finds whose an App Store notification is. A notification names no user: it belongs to the
 /// user whose stream holds its transaction (or its original transaction), or failing that the
-/// user whose transactions carry its `appAccountToken`. One that no user holds waits on the
+/// user the app's server bound its `appAccountToken` to. One that no user holds waits on the
 /// app's `notifications/<bundle id>` stream, where a later post of its transaction finds it.
 public struct PostgresNotificationInbox: NotificationInbox, Sendable {
     let client: DatabasePool
@@ -36,17 +36,10 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         return NotificationLookup(holder: holder)
     }
 
-    /// The first user of the app whose recorded transactions carry this `appAccountToken`.
-    public func holder(ofToken token: String, app bundleID: String, environment: StoreEnvironment) async throws -> String? {
-        let rows = try await client.query(
-            """
-            SELECT stream_id FROM ledger.events
-            WHERE data -> 'fields' ->> 'appAccountToken' = \(token) AND stream_id LIKE 'user/%'
-              AND starts_with(stream_id, \(StreamID.userPrefix(app: bundleID))) AND data ->> 'environment' = \(environment.rawValue)
-            ORDER BY "position" LIMIT 1
-            """,
-            logger: logger
-        )
+    /// The user the app's server bound this `appAccountToken` to: one lookup of the binding's key.
+    public func holder(ofToken token: String, app bundleID: String) async throws -> String? {
+        guard let key = try? DeduplicationKey.appAccountToken(app: bundleID, token: token) else { return nil }
+        let rows = try await client.query("SELECT stream_id FROM ledger.events WHERE dedup_key = \(key.rawValue)", logger: logger)
         for try await stream in rows.decode(String.self) { return Self.user(stream, app: bundleID) }
         return nil
     }
@@ -63,7 +56,7 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
             SELECT data::text FROM ledger.events
             WHERE stream_id LIKE 'notifications/%' AND stream_id = \(stream.rawValue)
               AND (COALESCE(data -> 'transaction' ->> 'originalTransactionId', data -> 'renewalInfo' ->> 'originalTransactionId') = ANY(\(originals))
-                   OR data -> 'transaction' ->> 'appAccountToken' = ANY(\(tokens)))
+                   OR lower(data -> 'transaction' ->> 'appAccountToken') = ANY(\(tokens)))
               AND data ->> 'environment' = \(environment.rawValue)
             ORDER BY "position"
             """,
@@ -72,6 +65,48 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         var found: [AppStoreNotificationReceived] = []
         for try await data in rows.decode(String.self) {
             found.append(try LedgerJSON.decode(AppStoreNotificationReceived.self, from: data))
+        }
+        return found
+    }
+
+    /// Notifications the app's notifications stream holds that no user took: waiting ones (neither
+    /// copied to a user's stream nor expired) recorded before `recordedBefore`, oldest first; or
+    /// expired ones, newest first.
+    public func unclaimed(
+        app bundleID: String, state: UnclaimedNotification.State, recordedBefore: Date?, limit: Int
+    ) async throws -> [UnclaimedNotification] {
+        let stream = try StreamID.notifications(app: bundleID).rawValue
+        let type = AppStoreNotificationReceived.typeName.stored
+        let prefix = "appstore/\(bundleID)/"
+        let before = recordedBefore ?? Date(timeIntervalSince1970: 32_503_680_000)
+        let rows: QueryRows
+        switch state {
+        case .waiting:
+            rows = try await client.query("""
+                SELECT n.data::text, n."position", n.recorded_at, NULL::timestamptz
+                FROM ledger.events n
+                WHERE n.stream_id = \(stream) AND n.event_type = \(type) AND n.recorded_at < \(before)
+                  AND (jsonb_typeof(n.data -> 'transaction') = 'object' OR jsonb_typeof(n.data -> 'renewalInfo') = 'object')
+                  AND NOT EXISTS (
+                      SELECT 1 FROM ledger.events t
+                      WHERE t.dedup_key IN (\(prefix) || (n.data ->> 'environment') || '/notification_applied/' || (n.data ->> 'notificationUUID'),
+                                            \(prefix) || (n.data ->> 'environment') || '/notification_expired/' || (n.data ->> 'notificationUUID')))
+                ORDER BY n."position" LIMIT \(limit)
+                """, logger: logger)
+        case .expired:
+            rows = try await client.query("""
+                SELECT n.data::text, n."position", n.recorded_at, x.recorded_at
+                FROM ledger.events x
+                JOIN ledger.events n ON n.stream_id = \(stream) AND n.event_type = \(type)
+                                    AND n.data ->> 'notificationUUID' = x.data ->> 'notificationUUID'
+                WHERE x.stream_id = \(stream) AND x.event_type = \(NotificationExpired.typeName.stored) AND n.recorded_at < \(before)
+                ORDER BY x."position" DESC LIMIT \(limit)
+                """, logger: logger)
+        }
+        var found: [UnclaimedNotification] = []
+        for try await (data, position, recordedAt, expiredAt) in rows.decode((String, Int64, Date, Date?).self) {
+            found.append(UnclaimedNotification(notification: try LedgerJSON.decode(AppStoreNotificationReceived.self, from: data),
+                                               position: position, recordedAt: recordedAt, expiredAt: expiredAt))
         }
         return found
     }

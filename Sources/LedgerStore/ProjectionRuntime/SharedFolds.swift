@@ -79,14 +79,7 @@ final class SharedFolds: Sendable {
             keep(position, in: &state)
             return task
         }
-        do {
-            return try await task.value
-        } catch {
-            state.withLock { state in
-                if state.states[key] == task { state.states[key] = nil }
-            }
-            throw error
-        }
+        return try await value(of: task, kept: \.states, under: key)
     }
 
     func catalog(app: String, upTo position: Int64, reader: UserStreamReader) async throws -> ProductCatalog {
@@ -98,11 +91,18 @@ final class SharedFolds: Sendable {
             keep(position, in: &state)
             return task
         }
+        return try await value(of: task, kept: \.catalogs, under: key)
+    }
+
+    /// A shared fold's value; a failed fold is forgotten, so that the next to ask folds again.
+    private func value<Value>(of task: Task<Value, any Error>, kept folds: WritableKeyPath<State, [Key: Task<Value, any Error>]>, under key: Key)
+        async throws -> Value
+    {
         do {
             return try await task.value
         } catch {
             state.withLock { state in
-                if state.catalogs[key] == task { state.catalogs[key] = nil }
+                if state[keyPath: folds][key] == task { state[keyPath: folds][key] = nil }
             }
             throw error
         }

@@ -36,6 +36,10 @@ public final class InMemoryAppDirectory: AppDirectory, Sendable {
         state.withLock { $0.apps[bundleID] != nil }
     }
 
+    public func bundleIDs() async throws -> [String] {
+        state.withLock { $0.apps.keys.sorted() }
+    }
+
     public func sharedSecret(of bundleID: String) async throws -> String? {
         guard let app = state.withLock({ $0.apps[bundleID] }) else { throw AccessError.unknownApp(bundleID) }
         return app.sharedSecret

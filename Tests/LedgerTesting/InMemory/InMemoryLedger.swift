@@ -3,6 +3,7 @@ import LedgerApplication
 import LedgerDomain
 import LedgerHTTP
 import Logging
+import ServiceLifecycle
 
 /// The ledger's use cases over memory, wired as `PostgresLedger` wires them over PostgreSQL: the
 /// use cases' branches and races, and the HTTP routes (`app.test(.router)`), tested without a
@@ -18,7 +19,10 @@ public struct InMemoryLedger: Sendable {
     public let commands: UserCommands
     public let recordFacts: RecordAppStoreFacts
     public let notifications: TakeInNotification
+    public let waitingNotifications: WaitingNotifications
     public let consumptionRequests: ConsumptionRequests
+    /// With a history source: the queued fetches of unseen purchases' histories.
+    public let origins: OriginBackfills?
 
     public init(history: (any TransactionHistorySource)? = nil, logger: Logger = Logger(label: "ledger.memory")) {
         let store = InMemoryEventStore()
@@ -35,10 +39,13 @@ public struct InMemoryLedger: Sendable {
         reads = InMemoryUserReads(store: store)
         commands = UserCommands(handler: handler)
         let origins = history.map {
-            BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: directory, source: $0, logger: logger)
+            OriginBackfills(backfill: BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: directory, source: $0, logger: logger),
+                            logger: logger)
         }
+        self.origins = origins
         recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
         notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: directory, logger: logger)
+        waitingNotifications = WaitingNotifications(intake: notifications, logger: logger)
         consumptionRequests = ConsumptionRequests(reader: handler.reader)
     }
 
@@ -47,10 +54,21 @@ public struct InMemoryLedger: Sendable {
     /// still being built does.
     public func services(verifier: any ReceiptVerifier) -> LedgerServices {
         LedgerServices(
-            commands: commands, recordFacts: recordFacts, notifications: notifications, consumptionRequests: consumptionRequests,
+            commands: commands, recordFacts: recordFacts, notifications: notifications, waitingNotifications: waitingNotifications,
+            consumptionRequests: consumptionRequests,
             reader: handler.reader, store: store, directory: directory, idempotency: idempotency, reads: reads,
-            audit: AuditTrailNotKept(), health: InMemoryHealthCheck(store: store), availability: AlwaysAvailable(), verifier: verifier
+            audit: AuditTrailNotKept(), health: InMemoryHealthCheck(store: store), availability: AlwaysAvailable(), verifier: verifier,
+            background: origins.map { [OriginBackfillWorker(queue: $0)] } ?? []
         )
+    }
+}
+
+/// The queue of unseen purchases' histories, worked through while the application runs.
+struct OriginBackfillWorker: Service {
+    let queue: OriginBackfills
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown { await queue.run() }
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import LedgerApplication
 import LedgerDomain
 
@@ -20,15 +21,9 @@ public struct InMemoryNotificationInbox: NotificationInbox {
         return NotificationLookup(holder: first.flatMap { Self.user($0.streamID, app: app) })
     }
 
-    public func holder(ofToken token: String, app: String, environment: StoreEnvironment) async throws -> String? {
-        for event in await store.events where event.type == AppStoreTransactionObserved.typeName.stored {
-            guard let user = Self.user(event.streamID, app: app),
-                  let observed = try? LedgerJSON.decode(AppStoreTransactionObserved.self, from: event.data),
-                  observed.environment == environment, observed.fields["appAccountToken"] == token
-            else { continue }
-            return user
-        }
-        return nil
+    public func holder(ofToken token: String, app: String) async throws -> String? {
+        guard let key = try? DeduplicationKey.appAccountToken(app: app, token: token) else { return nil }
+        return try await store.recorded([key])[key].flatMap { Self.user($0.streamID, app: app) }
     }
 
     public func waiting(
@@ -40,9 +35,40 @@ public struct InMemoryNotificationInbox: NotificationInbox {
                   notification.environment == environment
             else { return nil }
             let original = notification.transaction?["originalTransactionId"] ?? notification.renewalInfo?["originalTransactionId"]
-            let token = notification.transaction?["appAccountToken"]
+            let token = notification.transaction?["appAccountToken"].flatMap(AppAccountToken.normalized)
             return original.map(originals.contains) == true || token.map(tokens.contains) == true ? notification : nil
         }
+    }
+
+    public func unclaimed(
+        app: String, state: UnclaimedNotification.State, recordedBefore: Date?, limit: Int
+    ) async throws -> [UnclaimedNotification] {
+        let stream = try StreamID.notifications(app: app).rawValue
+        let events = await store.events
+        let keys = Set(events.compactMap(\.deduplicationKey))
+        var expiredAt: [String: Date] = [:]
+        for event in events where event.streamID == stream && event.type == NotificationExpired.typeName.stored {
+            if let expired = try? LedgerJSON.decode(NotificationExpired.self, from: event.data) { expiredAt[expired.notificationUUID] = event.recordedAt }
+        }
+        var found: [UnclaimedNotification] = []
+        for event in events where event.streamID == stream && event.type == AppStoreNotificationReceived.typeName.stored
+            && event.recordedAt < (recordedBefore ?? .distantFuture) {
+            guard let notification = try? LedgerJSON.decode(AppStoreNotificationReceived.self, from: event.data),
+                  notification.transaction != nil || notification.renewalInfo != nil
+            else { continue }
+            let applied = try DeduplicationKey.appStoreTransaction(app: app, environment: notification.environment, kind: .notificationApplied,
+                                                                   transactionID: notification.notificationUUID).rawValue
+            switch state {
+            case .waiting:
+                guard !keys.contains(applied), expiredAt[notification.notificationUUID] == nil else { continue }
+                found.append(UnclaimedNotification(notification: notification, position: event.position, recordedAt: event.recordedAt))
+            case .expired:
+                guard let at = expiredAt[notification.notificationUUID] else { continue }
+                found.append(UnclaimedNotification(notification: notification, position: event.position, recordedAt: event.recordedAt, expiredAt: at))
+            }
+        }
+        if state == .expired { found.sort { ($0.expiredAt ?? .distantPast) > ($1.expiredAt ?? .distantPast) } }
+        return Array(found.prefix(limit))
     }
 
     static func user(_ stream: String, app bundleID: String) -> String? {
