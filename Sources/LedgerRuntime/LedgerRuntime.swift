@@ -129,6 +129,12 @@ public enum LedgerRuntime {
             "ledger.apps": "\(apps.map(\.bundleId))",
             "ledger.secrets_sealed_now": "\(sealed)",
         ])
+        let publicConnect = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+            try await LedgerDatabase.everyRoleMayConnect(client, logger: logger)
+        }
+        if publicConnect {
+            logger.warning("every login role of the PostgreSQL server may connect to the ledger's database, and so take its advisory locks (the append's, the projections' leadership): as the database's owner, REVOKE CONNECT ON DATABASE … FROM PUBLIC and GRANT CONNECT to ledger_runtime and the owner role")
+        }
         if apps.isEmpty {
             logger.notice("no app is registered yet: `ledger apps add BUNDLE_ID` and `ledger keys create --app BUNDLE_ID --scope ingest,read`")
         }

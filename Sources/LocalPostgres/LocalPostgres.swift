@@ -74,8 +74,12 @@ public struct LocalPostgres: Sendable {
 
     var root: URL { home.appendingPathComponent("postgres") }
     var dataDirectory: URL { root.appendingPathComponent("data") }
-    /// The port and the generated passwords (mode 0600).
+    /// The port and the generated passwords of the ledger's two roles (mode 0600).
     public var stateFile: URL { home.appendingPathComponent("postgres.json") }
+    /// The cluster superuser's password (mode 0600), apart: it is needed only to create the
+    /// cluster, its roles and its database, and for `ledger db psql --admin`. Once the ledger has
+    /// started once it may be removed (or kept offline): `serve` starts without it.
+    public var superuserPasswordFile: URL { home.appendingPathComponent("postgres-superuser.pw") }
     var logFile: URL { root.appendingPathComponent("server.log") }
     var lockFile: URL { home.appendingPathComponent("postgres.lock") }
     /// The key that seals shared secrets when no `LEDGER_SECRET_KEY(_FILE)` is set (mode 0600).
@@ -93,7 +97,9 @@ public struct LocalPostgres: Sendable {
             if state.ownerPassword == nil { state.ownerPassword = State.randomHex() }
             if !FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
                 logger.info("creating the local PostgreSQL cluster", metadata: ["ledger.data": "\(dataDirectory.path)"])
-                try initialize(bin: bin, state: state)
+                let superuserPassword = State.randomHex()
+                try PrivateFile.write(Data((superuserPassword + "\n").utf8), to: superuserPasswordFile)
+                try initialize(bin: bin, superuserPassword: superuserPassword)
             }
             if try !isRunning(bin: bin) {
                 if !Self.isPortFree(state.port) {
@@ -130,8 +136,40 @@ public struct LocalPostgres: Sendable {
             try saveState(state)
             return state
         }
-        try await bootstrap(state: state, logger: logger)
+        if let superuserPassword = try superuserPassword() {
+            try await bootstrap(state: state, superuserPassword: superuserPassword, logger: logger)
+        } else {
+            try await checkBootstrapped(state: state, logger: logger)
+        }
         return state.applicationSettings
+    }
+
+    /// The superuser's password, nil once its file was removed.
+    func superuserPassword() throws -> String? {
+        guard let text = try? String(contentsOf: superuserPasswordFile, encoding: .utf8) else { return nil }
+        let password = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        return password.isEmpty ? nil : password
+    }
+
+    /// With no superuser password on disk: the roles and the database must be there already, as
+    /// the first start left them; the owner's login shows it.
+    private func checkBootstrapped(state: State, logger: Logger) async throws {
+        do {
+            try await Self.withConnection(state.ownerSettings, logger: logger) { connection in
+                let rows = try await connection.query("""
+                    SELECT count(*) FROM pg_roles r WHERE r.rolname = \(Self.runtimeGroup)
+                       AND pg_has_role(\(Self.roleName), r.oid, 'MEMBER')
+                    """, logger: logger).collect()
+                guard try rows.first?.decode(Int64.self) == 1 else {
+                    throw StoreError.localServer("the local PostgreSQL lacks the role \(Self.roleName) in \(Self.runtimeGroup)")
+                }
+            }
+        } catch {
+            throw StoreError.localServer(
+                "the local PostgreSQL's roles or database are not as the ledger left them (\(error)), and the superuser's password file \(superuserPasswordFile.path) is gone, so they cannot be made again: put the file back, or remove \(home.path) to start afresh"
+            )
+        }
+        logger.debug("local PostgreSQL ready; its superuser's password is not on disk")
     }
 
     /// Whether the server log's last lines say a start failed because the previous server's
@@ -188,19 +226,21 @@ public struct LocalPostgres: Sendable {
         try loadState()?.ownerSettings
     }
 
-    /// Superuser settings, for tests and maintenance that must create databases or roles.
+    /// Superuser settings, for tests and maintenance that must create databases or roles; nil
+    /// when there is no cluster, or its superuser's password file was removed.
     public func administratorSettings() throws -> DatabaseSettings? {
-        try loadState()?.administratorSettings
+        guard let state = try loadState(), let password = try superuserPassword() else { return nil }
+        return state.administratorSettings(password: password)
     }
 
     // MARK: Cluster creation
 
-    private func initialize(bin: URL, state: State) throws {
+    private func initialize(bin: URL, superuserPassword: String) throws {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         try? FileManager.default.removeItem(at: dataDirectory)
         let passwordFile = root.appendingPathComponent("initdb.pw")
         // Mode 0600 from its creation; owned by the server user, who runs initdb, when we are root.
-        try PrivateFile.write(Data((state.superuserPassword + "\n").utf8), to: passwordFile, owner: serverAccount())
+        try PrivateFile.write(Data((superuserPassword + "\n").utf8), to: passwordFile, owner: serverAccount())
         defer { try? FileManager.default.removeItem(at: passwordFile) }
         try handToServerUser(root)
         try run(bin.appendingPathComponent("initdb"), [
@@ -228,8 +268,8 @@ public struct LocalPostgres: Sendable {
     /// Creates the ledger's roles and database on first start, and brings a cluster made by an
     /// older ledger (one role that owned everything) to the two roles: the owner keeps every object,
     /// the server's role keeps only what migration 0007 grants it.
-    private func bootstrap(state: State, logger: Logger) async throws {
-        let admin = state.administratorSettings.with(database: "postgres")
+    private func bootstrap(state: State, superuserPassword: String, logger: Logger) async throws {
+        let admin = state.administratorSettings(password: superuserPassword).with(database: "postgres")
         try await Self.withConnection(admin, logger: logger) { connection in
             func exists(_ role: String) async throws -> Bool {
                 try await !connection.query("SELECT 1 FROM pg_roles WHERE rolname = \(role)", logger: logger).collect().isEmpty
@@ -275,7 +315,7 @@ public struct LocalPostgres: Sendable {
                 logger.notice("moving the ledger's database to its owner role: the server's role will own nothing", metadata: [
                     "ledger.owner": "\(Self.ownerRoleName)", "ledger.runtime_role": "\(Self.roleName)",
                 ])
-                try await Self.withConnection(state.administratorSettings.with(database: Self.databaseName), logger: logger) { database in
+                try await Self.withConnection(state.administratorSettings(password: superuserPassword).with(database: Self.databaseName), logger: logger) { database in
                     try await database.query("REASSIGN OWNED BY \(unescaped: Self.roleName) TO \(unescaped: Self.ownerRoleName)", logger: logger)
                 }
             default:
@@ -436,17 +476,17 @@ public struct LocalPostgres: Sendable {
 
     // MARK: State
 
-    /// Port and generated passwords, kept beside the cluster (mode 0600).
+    /// Port and the generated passwords of the ledger's roles, kept beside the cluster (mode 0600).
     struct State: Codable, Sendable {
         var port: Int
-        var superuserPassword: String
+        /// Only in state files of ledgers before it moved to its own file; moved there on load.
+        var superuserPassword: String?
         var applicationPassword: String
         /// Absent in state files of ledgers before the role split; generated on their next start.
         var ownerPassword: String?
 
         static func generate() throws -> State {
-            State(port: try LocalPostgres.findFreePort(), superuserPassword: randomHex(), applicationPassword: randomHex(),
-                  ownerPassword: randomHex())
+            State(port: try LocalPostgres.findFreePort(), superuserPassword: nil, applicationPassword: randomHex(), ownerPassword: randomHex())
         }
 
         static func randomHex() -> String {
@@ -465,19 +505,28 @@ public struct LocalPostgres: Sendable {
                              password: ownerPassword, database: LocalPostgres.databaseName, tls: .disable)
         }
 
-        var administratorSettings: DatabaseSettings {
-            DatabaseSettings(host: "127.0.0.1", port: port, username: "postgres",
-                             password: superuserPassword, database: "postgres", tls: .disable)
+        func administratorSettings(password: String) -> DatabaseSettings {
+            DatabaseSettings(host: "127.0.0.1", port: port, username: "postgres", password: password, database: "postgres", tls: .disable)
         }
     }
 
     private func loadState() throws -> State? {
         guard let data = try? Data(contentsOf: stateFile) else { return nil }
+        var state: State
         do {
-            return try JSONDecoder().decode(State.self, from: data)
+            state = try JSONDecoder().decode(State.self, from: data)
         } catch {
             throw StoreError.localServer("\(stateFile.path) is damaged (\(error)); stop the server and remove \(home.path) to start afresh")
         }
+        // A state file of before: its superuser's password moves to a file of its own.
+        if let password = state.superuserPassword {
+            if !FileManager.default.fileExists(atPath: superuserPasswordFile.path) {
+                try PrivateFile.write(Data((password + "\n").utf8), to: superuserPasswordFile)
+            }
+            state.superuserPassword = nil
+            try saveState(state)
+        }
+        return state
     }
 
     private func saveState(_ state: State) throws {

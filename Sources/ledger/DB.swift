@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import LedgerApplication
 import LedgerCommandLine
 import LedgerStore
@@ -68,6 +69,9 @@ struct DB: AsyncParsableCommand {
         func run() async throws {
             let local = LocalPostgres()
             guard let settings = try admin ? local.administratorSettings() : owner ? local.ownerSettings() : local.settings() else {
+                if admin, try local.settings() != nil {
+                    throw CommandFailure(message: "the local PostgreSQL's superuser password is not on disk (\(local.superuserPasswordFile.path) was removed): put the file back for superuser work")
+                }
                 throw CommandFailure(message: "the local PostgreSQL has not been created yet: run `ledger db start` first")
             }
             Output.line(settings.url(showingPassword: true))

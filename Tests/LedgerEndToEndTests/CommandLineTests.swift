@@ -161,6 +161,22 @@ import Testing
         }
     }
 
+    @Test func theSeederWritesNoSyntheticPurchasesBesideRealOnesUnlessTold() async throws {
+        try await APIHarness.run { api in
+            let owner = try await TestDatabase.ownerSettings(for: api.settings)
+            let withOwner: [String: String?] = ["LEDGER_OWNER_DATABASE_URL": owner.url(showingPassword: true)]
+            let before = try await api.eventCount()
+            let refused = try await Self.ledgerBench(["seed", "--apps", "1", "--users", "2", "--events", "10", "--concurrency", "1"],
+                                                    database: api.settings, environment: withOwner)
+            #expect(refused.status != 0 && refused.errors.contains("holds apps of its own (\(APIHarness.app))"), "\(refused.errors)")
+            #expect(try await api.eventCount() == before)
+            let told = try await Self.ledgerBench(["seed", "--apps", "1", "--users", "2", "--events", "10", "--concurrency", "1", "--into-existing"],
+                                                 database: api.settings, environment: withOwner)
+            #expect(told.status == 0, "\(told.errors)")
+            #expect(try await api.eventCount() > before)
+        }
+    }
+
     /// The benchmarks that work in scratch databases create them as the owner and run as the
     /// server's role, as an operator runs them against an external server with both URLs.
     @Test func theScratchBenchmarksRunWithTheTwoRolesAndSayWhatIsMissingWithout() async throws {

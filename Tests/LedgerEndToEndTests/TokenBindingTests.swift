@@ -146,6 +146,9 @@ import Testing
             #expect(listed["notificationUUID"] as? String == notified.json["notificationUUID"] as? String && listed["expiredAt"] is String)
             let waiting = try await api.send(.GET, "/v1/apps/\(Self.app)/notifications/unclaimed", key: api.keys["admin"])
             #expect((waiting.json["notifications"] as? [Any])?.isEmpty == true, "\(waiting.text)")
+            // The operator's list says the same.
+            let cli = try await CommandLineTests.ledger(["notifications", "list", "--app", Self.app, "--expired"], database: api.settings)
+            #expect(cli.status == 0 && cli.output.contains("ONE_TIME_CHARGE") && cli.output.contains("2000000000310301"), "\(cli.output)\(cli.errors)")
             // Nothing Apple sent is lost: the purchase's post still takes it.
             let posted = try await api.postTransaction("zoe", device: "phone", orphan.transaction)
             #expect(posted.kinds.contains("notification"), "\(posted.text)")

@@ -61,11 +61,13 @@ struct AppRegistrySecretsTests {
     @Test("a secret stored in plaintext before sealing keeps working, and is sealed in place with nothing lost")
     func plaintextFromBefore() async throws {
         try await TestDatabase.withDatabase { client, _ in
-            // As `ledger apps add` stored it before 0008.
-            try await client.query(
-                "INSERT INTO ledger.apps (bundle_id, shared_secret) VALUES (\(Self.app), \(Self.secret)), ('com.example.nosecret', NULL)",
-                logger: logger
-            )
+            // As `ledger apps add` stored it before 0008 (the owner's write: the server's role writes apps through functions now).
+            try await TestDatabase.withOwnerConnection(of: client) { owner in
+                try await owner.query(
+                    "INSERT INTO ledger.apps (bundle_id, shared_secret) VALUES (\(Self.app), \(Self.secret)), ('com.example.nosecret', NULL)",
+                    logger: logger
+                )
+            }
             let withoutKey = AppRegistry(client: client, logger: logger)
             #expect(try await withoutKey.sharedSecret(of: Self.app) == Self.secret)
             #expect(try await withoutKey.sealPlaintextSecrets() == 0, "nothing happens without a key")

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 @testable import LedgerStore
 import LedgerTesting
@@ -150,5 +151,70 @@ struct RuntimeRoleTests {
             FROM ledger.events
             """, logger: TestDatabase.logger).collect()
         return try rows[0].decode(String.self)
+    }
+
+    @Test("keys and apps are written only through the owner's functions; a revoked key stays revoked, and its revocation is in the log")
+    func keysAndAppsThroughFunctions() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let registry = AppRegistry(client: client, logger: TestDatabase.logger)
+            try await registry.addApp("com.example.app", sharedSecret: nil)
+            let key = try await registry.createKey(app: "com.example.app", scopes: [.read])
+            try await registry.revokeKey(key.key.keyId)
+            try await registry.revokeKey(key.key.keyId)
+            let attempts = [
+                "UPDATE ledger.api_keys SET revoked_at = NULL",
+                "INSERT INTO ledger.api_keys (key_id, app, secret_hash, scopes) VALUES ('mine', 'com.example.app', sha256('x'), ARRAY['admin'])",
+                "DELETE FROM ledger.api_keys",
+                "TRUNCATE ledger.api_keys",
+                "UPDATE ledger.apps SET shared_secret = 'x'",
+                "INSERT INTO ledger.apps (bundle_id) VALUES ('com.example.evil')",
+                "DELETE FROM ledger.apps",
+            ]
+            for statement in attempts {
+                #expect(try await failure(of: statement, on: client) == "42501", "\(statement)")
+            }
+            // Not even the owner brings a revoked key back, or deletes one.
+            try await TestDatabase.withOwnerConnection(of: client) { owner in
+                for statement in ["UPDATE ledger.api_keys SET revoked_at = NULL", "DELETE FROM ledger.api_keys", "TRUNCATE ledger.api_keys"] {
+                    do {
+                        _ = try await owner.query(PostgresQuery(unsafeSQL: statement), logger: TestDatabase.logger).collect()
+                        Issue.record("\(statement) ran as the owner")
+                    } catch let error as PSQLError {
+                        #expect(error.serverInfo?[.sqlState] == "LW007", "\(statement)")
+                    }
+                }
+            }
+            #expect(try await registry.authenticate(key.token) == nil, "revoked is revoked")
+            let logged = try await client.query(
+                "SELECT event_type FROM ledger.events WHERE stream_id = 'keys/com.example.app' ORDER BY \"position\"", logger: TestDatabase.logger
+            ).collect().map { try $0.decode(String.self) }
+            #expect(logged == ["APIKeyRevoked.v1"], "revoked once, in the log: \(logged)")
+            // Only the ledger's roles connect, so only they can take its advisory locks.
+            let (everyone, runtime) = try await client.query("""
+                SELECT has_database_privilege('public', current_database(), 'CONNECT'),
+                       has_database_privilege('ledger_runtime', current_database(), 'CONNECT')
+                """, logger: TestDatabase.logger).collect()[0].decode((Bool, Bool).self)
+            #expect(!everyone && runtime)
+            #expect(try await !LedgerDatabase.everyRoleMayConnect(client, logger: TestDatabase.logger))
+        }
+    }
+
+    @Test("an append that waits past lock_timeout for a lock held elsewhere is told apart as busy: rolled back, safe to retry")
+    func lockTimeoutIsBusy() async throws {
+        try await TestDatabase.withDatabase(sessionSettings: ["lock_timeout": "300ms"]) { client, settings in
+            try await TestDatabase.withOwnerConnection(of: client) { owner in
+                _ = try await owner.query("SELECT pg_advisory_lock(7400118)", logger: TestDatabase.logger).collect()
+                let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+                do {
+                    _ = try await store.append([try .purchase("held-1")], to: StreamID.user(app: "app", user: "held"), expecting: .any)
+                    Issue.record("the append went past a held critical section")
+                } catch {
+                    #expect(DatabaseOutage.isBusy(error), "\(String(reflecting: error))")
+                    #expect(!DatabaseOutage.isOutage(error))
+                }
+                _ = try await owner.query("SELECT pg_advisory_unlock(7400118)", logger: TestDatabase.logger).collect()
+            }
+            #expect(try await PostgresEventStore(client: client, logger: TestDatabase.logger).headPosition() == 0, "nothing recorded")
+        }
     }
 }

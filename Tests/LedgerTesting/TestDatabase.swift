@@ -71,9 +71,12 @@ public enum TestDatabase {
     }
 
     /// Runs `body` against a new, migrated database that is dropped afterwards.
+    /// `sessionSettings` are set on the server's role's sessions besides its usual ones (a short
+    /// `lock_timeout`, say).
     public static func withDatabase<Result: Sendable>(
         _ name: String = #function,
         migrate: Bool = true,
+        sessionSettings: [String: String] = [:],
         _ body: @Sendable (DatabasePool, DatabaseSettings) async throws -> Result
     ) async throws -> Result {
         let server = try await server.value
@@ -81,7 +84,9 @@ public enum TestDatabase {
         let slug = name.lowercased().filter { $0.isLetter || $0.isNumber }.prefix(30)
         let database = "test_\(slug)_\(UInt32.random(in: 0...UInt32.max))"
         try await LedgerDatabase.recreate(database: database, on: owner, logger: logger)
-        let settings = server.runtime.with(database: database)
+        var runtime = server.runtime.with(database: database)
+        runtime.sessionSettings.merge(sessionSettings) { $1 }
+        let settings = runtime
         do {
             if migrate {
                 try await LedgerDatabase.withClient(owner.with(database: database), maximumConnections: 1, logger: logger) { client in

@@ -35,7 +35,9 @@ struct Bench: AsyncParsableCommand {
             discussion: """
                 Apps com.example.seed0… with every product type; users buy, consume, subscribe and renew, re-buy and \
                 restore on other devices, finish transactions, get refunds and post duplicate receipts. The same \
-                --seed writes the same history. It writes into the configured database (not a scratch one).
+                --seed writes the same history. It writes into the configured database (not a scratch one), \
+                which must hold no app but the seeder's own: synthetic purchases are never mixed into real \
+                ones unless --into-existing says so.
                 """
         )
 
@@ -45,6 +47,7 @@ struct Bench: AsyncParsableCommand {
         @Option(help: "Events to write in all (at least; every user lives one round however few are asked).") var events = 100_000
         @Option(help: "Concurrent writers.") var concurrency = 16
         @Option(help: "Random seed.") var seed: UInt64 = 42
+        @Flag(help: "Seed even a database that holds apps other than the seeder's (com.example.seed…).") var intoExisting = false
 
         func validate() throws {
             guard apps >= 1, users >= 1, events >= 1, concurrency >= 1 else {
@@ -59,8 +62,13 @@ struct Bench: AsyncParsableCommand {
             let terminal = Output.errorIsTerminal
             let (apps, users, events, concurrency, seed) = (apps, users, events, concurrency, seed)
             let started = ContinuousClock.now
+            let intoExisting = intoExisting
             let written = try await LedgerDatabase.withClient(roles.runtime, maximumConnections: concurrency + 4, logger: logger) { client in
-                try await HistorySeeder(ledger: PostgresLedger(client: client, logger: logger), logger: logger).run(
+                let others = try await AppRegistry(client: client, logger: logger).bundleIDs().filter { !$0.hasPrefix("com.example.seed") }
+                guard others.isEmpty || intoExisting else {
+                    throw CommandFailure(message: "this database holds apps of its own (\(others.prefix(3).joined(separator: ", "))\(others.count > 3 ? ", …" : "")): seeding would mix synthetic purchases into theirs. Seed a scratch database (LEDGER_DATABASE_URL, or LEDGER_HOME for a managed one of its own), or pass --into-existing")
+                }
+                return try await HistorySeeder(ledger: PostgresLedger(client: client, logger: logger), logger: logger).run(
                     .init(apps: apps, users: users, events: events, concurrency: concurrency, seed: seed)
                 ) { progress in
                     let seconds = Double(progress.elapsed.components.seconds) + Double(progress.elapsed.components.attoseconds) / 1e18

@@ -33,15 +33,16 @@ import Testing
         }
         #expect(report.isClean, "\(report.failureCount) failures; seed \(Self.seed): \(report.lines.joined(separator: "\n"))")
         #expect(report.cases == Self.cases)
-        #expect(report.tallies.count == 9, "the parser and eight HTTP targets")
+        #expect(report.tallies.count == 11, "the parser and ten HTTP targets, the two signed-payload routes among them")
         for tally in report.tallies {
-            #expect(tally.cases >= Self.cases / 10, "\(tally.target) had its turns")
+            #expect(tally.cases >= Self.cases / 12, "\(tally.target) had its turns")
             #expect(tally.refusedTotal > 0, "\(tally.target): some mutations are refused")
             #expect(tally.accepted > 0, "\(tally.target): some mutations are still valid and taken")
         }
         // The mutations reach past the JSON reader: into field checks, the App Store and the decisions.
         let refusals = Set(report.tallies.flatMap { $0.refused.keys })
-        for reason in ["400 invalid_json", "400 invalid_request", "422 invalid_receipt", "503 appstore_bad_response", "malformed_app_store_response"] {
+        for reason in ["400 invalid_json", "400 invalid_request", "422 invalid_receipt", "503 appstore_bad_response", "malformed_app_store_response",
+                       "401 invalid_signature", "422 invalid_signed_transaction"] {
             #expect(refusals.contains(reason), "some case was refused with \(reason)")
         }
     }

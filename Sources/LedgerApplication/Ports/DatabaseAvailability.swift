@@ -11,6 +11,9 @@ public protocol DatabaseAvailability: Sendable {
     func reportOutage(_ error: any Error)
     /// Whether `error` is the database being unreachable (as opposed to refusing a statement).
     func isOutage(_ error: any Error) -> Bool
+    /// Whether `error` is the database too busy to finish the statement in time (a lock or
+    /// statement timeout, a deadlock): nothing was recorded, and the same request may be sent again.
+    func isBusy(_ error: any Error) -> Bool
 }
 
 extension DatabaseAvailability {

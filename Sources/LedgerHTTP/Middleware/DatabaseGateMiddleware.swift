@@ -23,11 +23,24 @@ struct DatabaseGateMiddleware: RouterMiddleware {
             throw APIError.databaseUnavailable(since: nil)
         } catch where monitor.isDown {
             throw APIError.databaseUnavailable(since: nil)
+        } catch where monitor.isBusy(error) {
+            throw APIError.databaseBusy
         }
     }
 }
 
 extension APIError {
+    /// 503 when the database gave up on the statement in time (a lock held too long by someone
+    /// else, a statement timeout, a deadlock): rolled back, nothing recorded, safe to send again.
+    static var databaseBusy: APIError {
+        var error = APIError.unavailable(
+            "database_busy",
+            "the ledger's database did not finish this in time (a lock held elsewhere, or a timeout); nothing was recorded: send the same request again"
+        )
+        error.retryable = true
+        return error
+    }
+
     /// 503 while PostgreSQL is down or restarting: says only what the ledger knows.
     static func databaseUnavailable(since: Date?) -> APIError {
         let when = since.map { " (since \($0.formatted(.iso8601)))" } ?? ""

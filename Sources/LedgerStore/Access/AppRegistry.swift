@@ -44,14 +44,10 @@ public struct AppRegistry: AppDirectory, Sendable {
         }
         let keyID = sealed == nil ? nil : secrets?.keyID
         // A new secret replaces the old one, plaintext or sealed; no secret leaves the old one as it was.
-        let rows = try await client.query("""
-            INSERT INTO ledger.apps (bundle_id, shared_secret_sealed, shared_secret_key_id) VALUES (\(bundleID), \(sealed), \(keyID))
-            ON CONFLICT (bundle_id) DO UPDATE SET
-                shared_secret = CASE WHEN EXCLUDED.shared_secret_sealed IS NULL THEN ledger.apps.shared_secret END,
-                shared_secret_sealed = coalesce(EXCLUDED.shared_secret_sealed, ledger.apps.shared_secret_sealed),
-                shared_secret_key_id = coalesce(EXCLUDED.shared_secret_key_id, ledger.apps.shared_secret_key_id)
-            RETURNING (xmax = 0)
-            """, thenConfirmCommit: true, logger: logger)
+        // Through the owner's function (migration 0018): the server's role writes no app row itself.
+        let rows = try await client.query(
+            "SELECT ledger.app_register(\(bundleID), \(sealed), \(keyID))", thenConfirmCommit: true, logger: logger
+        )
         for try await inserted in rows.decode(Bool.self) { return inserted }
         return false
     }
@@ -61,12 +57,10 @@ public struct AppRegistry: AppDirectory, Sendable {
     public func setServerAPIKey(_ key: ServerAPIKey, of bundleID: String) async throws {
         guard let secrets else { throw SecretError.noKey("the App Store Server API key of \(bundleID) is stored sealed") }
         let sealed = try secrets.seal(key.privateKeyPEM, app: Self.serverAPIKeyLabel(bundleID))
-        let rows = try await client.query("""
-            UPDATE ledger.apps SET server_api_key_id = \(key.keyID), server_api_issuer_id = \(key.issuerID),
-                server_api_private_key_sealed = \(sealed), server_api_sealed_with = \(secrets.keyID)
-            WHERE bundle_id = \(bundleID) RETURNING 1
-            """, logger: logger)
-        for try await _ in rows { return }
+        let rows = try await client.query(
+            "SELECT ledger.app_set_server_api_key(\(bundleID), \(key.keyID), \(key.issuerID), \(sealed), \(secrets.keyID))", logger: logger
+        )
+        for try await set in rows.decode(Bool.self) where set { return }
         throw AccessError.unknownApp(bundleID)
     }
 
@@ -157,12 +151,10 @@ public struct AppRegistry: AppDirectory, Sendable {
                 throw SecretError.unreadableSecret(app: bundleID, "sealing it did not give it back")
             }
             // Only the plaintext read above is replaced: a secret set meanwhile is left alone.
-            let updated = try await client.query("""
-                UPDATE ledger.apps SET shared_secret = NULL, shared_secret_sealed = \(sealed), shared_secret_key_id = \(secrets.keyID)
-                WHERE bundle_id = \(bundleID) AND shared_secret = \(secret)
-                RETURNING 1
-                """, logger: logger).collect()
-            if !updated.isEmpty {
+            let updated = try await client.query(
+                "SELECT ledger.app_seal_secret(\(bundleID), \(secret), \(sealed), \(secrets.keyID))", logger: logger
+            ).collect()
+            if try updated.first?.decode(Bool.self) == true {
                 sealedCount += 1
                 logger.info("shared secret sealed", metadata: ["ledger.app": "\(bundleID)", "ledger.secret_key_id": "\(secrets.keyID)"])
             }
@@ -201,11 +193,10 @@ public struct AppRegistry: AppDirectory, Sendable {
         let secret = Self.randomToken(bytes: 32, hex: false)
         let hash = Data(SHA256.hash(data: Data(secret.utf8)))
         let sortedScopes = scopes.sorted().map(\.rawValue)
-        let rows = try await client.query("""
-            INSERT INTO ledger.api_keys (key_id, app, secret_hash, scopes, name)
-            VALUES (\(keyID), \(bundleID), \(hash), \(sortedScopes), \(name))
-            RETURNING created_at
-            """, thenConfirmCommit: true, logger: logger)
+        // Through the owner's function (migration 0018), which records the key's creation in the log.
+        let rows = try await client.query(
+            "SELECT ledger.key_create(\(keyID), \(bundleID), \(hash), \(sortedScopes), \(name))", thenConfirmCommit: true, logger: logger
+        )
         var createdAt = Date()
         for try await value in rows.decode(Date.self) { createdAt = value }
         logger.info("api key created", metadata: ["ledger.app": "\(bundleID)", "ledger.key_id": "\(keyID)", "ledger.scopes": "\(sortedScopes)"])
@@ -233,10 +224,10 @@ public struct AppRegistry: AppDirectory, Sendable {
     @discardableResult
     public func revokeKey(_ keyID: String) async throws -> APIKey {
         let id = keyID.hasPrefix("lk_") ? String(keyID.dropFirst(3).prefix { $0 != "_" }) : keyID
-        let rows = try await client.query("""
-            UPDATE ledger.api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE key_id = \(id)
-            RETURNING app, array_to_string(scopes, ','), name, created_at, revoked_at
-            """, thenConfirmCommit: true, logger: logger)  // "revoked" is said only once it is
+        // Through the owner's function (migration 0018): final, and recorded in the log the first time.
+        let rows = try await client.query(
+            "SELECT app, scopes, name, created_at, revoked_at FROM ledger.key_revoke(\(id))", thenConfirmCommit: true, logger: logger
+        )  // "revoked" is said only once it is
         var revoked: APIKey?
         for try await (app, scopes, name, createdAt, revokedAt) in rows.decode((String, String, String?, Date, Date?).self) {
             revoked = APIKey(keyId: id, app: app, scopes: Set(scopes.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }),

@@ -9,6 +9,14 @@ import Synchronization
 /// restarting, shutting down, out of connections), rather than refusing a statement. Such a
 /// request may or may not have been recorded; sent again, it is recorded once.
 public enum DatabaseOutage {
+    /// A statement the database gave up on in time: `lock_not_available` (55P03, lock_timeout),
+    /// `query_canceled` (57014, statement_timeout), a deadlock (40P01) or a serialization failure
+    /// (40001). Its transaction was rolled back: nothing of it was recorded.
+    public static func isBusy(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server, let state = error.serverInfo?[.sqlState] else { return false }
+        return ["55P03", "57014", "40P01", "40001"].contains(state)
+    }
+
     public static func isOutage(_ error: any Error) -> Bool {
         switch error {
         case let error as StoreError:
@@ -62,6 +70,7 @@ public final class DatabaseMonitor: Service, DatabaseAvailability, Sendable {
     public var state: DatabaseState { shared.withLock { $0.state } }
 
     public func isOutage(_ error: any Error) -> Bool { DatabaseOutage.isOutage(error) }
+    public func isBusy(_ error: any Error) -> Bool { DatabaseOutage.isBusy(error) }
 
     /// A request met an outage error: probe now rather than at the next tick.
     public func reportOutage(_ error: any Error) {

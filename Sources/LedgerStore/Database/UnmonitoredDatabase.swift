@@ -12,4 +12,5 @@ public struct UnmonitoredDatabase: DatabaseAvailability {
     }
     public func reportOutage(_ error: any Error) {}
     public func isOutage(_ error: any Error) -> Bool { DatabaseOutage.isOutage(error) }
+    public func isBusy(_ error: any Error) -> Bool { DatabaseOutage.isBusy(error) }
 }

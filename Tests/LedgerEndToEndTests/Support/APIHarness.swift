@@ -176,11 +176,12 @@ struct APIHarness: Sendable {
         entitlementCacheUsers: Int = EntitlementRowCache.defaultCapacity,
         authority given: SimulatorCertificateAuthority? = nil,
         notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
+        sessionSettings: [String: String] = [:],
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
         let authority = try given ?? SimulatorCertificateAuthority()
-        return try await TestDatabase.withDatabase(name) { client, settings in
+        return try await TestDatabase.withDatabase(name, sessionSettings: sessionSettings) { client, settings in
             // With two simulators both sign with one key, so each can open the other's receipts and
             // answer 21007/21008 as Apple's two environments do (else 21003).
             let signingKey: String? = productionSimulator ? "harness-\(UUID().uuidString)" : nil

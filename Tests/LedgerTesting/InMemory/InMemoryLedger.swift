@@ -90,6 +90,7 @@ struct AlwaysAvailable: DatabaseAvailability {
     }
     func reportOutage(_ error: any Error) {}
     func isOutage(_ error: any Error) -> Bool { false }
+    func isBusy(_ error: any Error) -> Bool { false }
 }
 
 /// The in-memory log's head, and no projection to lag behind it.

@@ -13,6 +13,8 @@ public struct FuzzFailure: Sendable, CustomStringConvertible {
         case recordedOnRefusal = "recorded-on-refusal"
         /// A projection stopped on an event an accepted input recorded.
         case projectionFailed = "projection-failed"
+        /// A signed payload answered past its deadline (a costly chain, a hang).
+        case slow
     }
 
     public let kind: Kind

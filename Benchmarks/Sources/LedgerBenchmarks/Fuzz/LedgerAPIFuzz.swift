@@ -1,5 +1,7 @@
+import AppStoreSimulator
 import AsyncHTTPClient
 import Foundation
+import LedgerDomain
 import NIOHTTP1
 
 /// The HTTP API's targets: every route that takes a JSON body, sent through the real server over
@@ -36,6 +38,12 @@ public struct LedgerAPIFuzz: Sendable {
     }
 
     public static let answersTarget = "appstore-answers"
+    /// StoreKit 2 transactions (`POST …/transactions`) and Apple's notifications (the keyless
+    /// webhook), their JWS mutated by `SignedPayloadMutator`; every case must also be answered in
+    /// `signedDeadline` (a chain that makes a path search explode would not be).
+    public static let signedTransactionsTarget = "signed-transactions"
+    public static let notificationsTarget = "notifications"
+    static let signedDeadline: Duration = .seconds(5)
 
     let world: LedgerFuzzWorld
     let seed: UInt64
@@ -43,9 +51,13 @@ public struct LedgerAPIFuzz: Sendable {
     /// Mutated by the `appstore-answers` cases, with `bundle_id` set to the fuzzed app.
     let answerSeeds: [FuzzJSON]
     let answerMutator: JSONMutator
+    /// Signed transactions of the world's users, and Apple's notifications about them.
+    let signedTransactions: [(user: String, jws: String)]
+    let notifications: [String]
+    let signedMutator: SignedPayloadMutator
 
     /// The targets' names, in the order the fuzzer takes turns over them.
-    public var targets: [String] { routes.map(\.target) + [Self.answersTarget] }
+    public var targets: [String] { routes.map(\.target) + [Self.answersTarget, Self.signedTransactionsTarget, Self.notificationsTarget] }
 
     /// - Parameter answers: `verifyReceipt` answers for the `appstore-answers` target, besides the simulator's.
     public init(world: LedgerFuzzWorld, seed: UInt64, answers: [Data]) throws {
@@ -102,6 +114,28 @@ public struct LedgerAPIFuzz: Sendable {
         guard !answerSeeds.isEmpty else { throw FuzzSetupError("no verifyReceipt answers to mutate") }
         self.answerSeeds = answerSeeds
         self.answerMutator = JSONMutator(donors: answerSeeds)
+
+        signedTransactions = world.signedTransactions
+        guard !signedTransactions.isEmpty else { throw FuzzSetupError("the world has no signed transactions to fuzz with") }
+        let signer = SimulatorSignedPayloads(authority: world.authority)
+        var notifications: [String] = []
+        for (index, transaction) in signedTransactions.enumerated() {
+            let type = ["ONE_TIME_CHARGE", "REFUND", "DID_RENEW", "CONSUMPTION_REQUEST", "SUBSCRIBED"][index % 5]
+            notifications.append(try signer.sign(SimulatorSignedPayloads.notification(
+                type: type, uuid: "fuzz-seed-\(index)", bundleId: app, environment: .sandbox, signedTransactionInfo: transaction.jws,
+                consumptionRequestReason: type == "CONSUMPTION_REQUEST" ? "UNINTENDED_PURCHASE" : nil, signedDate: Date()
+            )))
+        }
+        notifications.append(try signer.sign([
+            "notificationType": "EXTERNAL_PURCHASE_TOKEN", "subtype": "UNREPORTED", "notificationUUID": "fuzz-seed-token", "version": "2.0",
+            "signedDate": Date().milliseconds,
+            "externalPurchaseToken": ["externalPurchaseId": "SANDBOX_fuzz", "tokenCreationDate": Date().milliseconds, "appAppleId": 1, "bundleId": app],
+        ]))
+        self.notifications = notifications
+        let payloadSeeds = (signedTransactions.map(\.jws) + notifications).compactMap { jws in
+            jws.split(separator: ".").dropFirst().first.flatMap { Base64URL.decode($0) }.flatMap(FuzzJSON.init(data:))
+        }
+        signedMutator = try SignedPayloadMutator(authority: world.authority, payloadSeeds: payloadSeeds)
     }
 
     /// The answer with its receipt's `bundle_id` (or old receipts' `bid`) set to `app`, so that
@@ -130,7 +164,19 @@ public struct LedgerAPIFuzz: Sendable {
         let body: Data
         let steps: [String]
         let isCommand: Bool
-        if target == Self.answersTarget {
+        if target == Self.signedTransactionsTarget || target == Self.notificationsTarget {
+            let isTransaction = target == Self.signedTransactionsTarget
+            let seed = isTransaction ? random.pick(signedTransactions) : (user: random.pick(LedgerFuzzWorld.users), jws: random.pick(notifications))
+            let (jws, jwsSteps) = signedMutator.mutate(seed.jws, random: &random)
+            base = world.ledgerBase
+            path = "/v1/apps/\(LedgerFuzzWorld.app)/" + (isTransaction ? "transactions" : "notifications")
+            body = (isTransaction
+                ? FuzzJSON.keyed(["userId": .string(seed.user), "deviceId": .string("\(seed.user)-fuzz"), "signedTransaction": .string(jws)])
+                : FuzzJSON.keyed(["signedPayload": .string(jws)])).data
+            steps = jwsSteps
+            isCommand = false
+            if !isTransaction { headers = [] }
+        } else if target == Self.answersTarget {
             let (answer, answerSteps) = answerMutator.mutate(random.pick(answerSeeds), random: &random)
             await world.scripted.script(answer)
             base = world.scriptedLedgerBase
@@ -165,9 +211,17 @@ public struct LedgerAPIFuzz: Sendable {
             caseSteps.append("Idempotency-Key: \(key.prefix(20).debugDescription)")
         }
         let method = routes.first(where: { $0.target == target })?.method ?? .POST
-        return try await check(target, index: index, steps: caseSteps, body: body, before: before) {
+        let started = ContinuousClock.now
+        var (outcome, after) = try await check(target, index: index, steps: caseSteps, body: body, before: before) {
             try await LedgerFuzzWorld.exchange(world.http, method, base + path, headers: headers, body: body)
         }
+        let took = ContinuousClock.now - started
+        if [Self.signedTransactionsTarget, Self.notificationsTarget].contains(target), took > Self.signedDeadline {
+            let slow = FuzzFailure(.slow, target: target, caseIndex: index, detail: "answered in \(took), past \(Self.signedDeadline)",
+                                   steps: caseSteps, body: body)
+            if case .failed(let found) = outcome { outcome = .failed(found + [slow]) } else { outcome = .failed([slow]) }
+        }
+        return (outcome, after)
     }
 
     /// Sends the case and checks the properties.

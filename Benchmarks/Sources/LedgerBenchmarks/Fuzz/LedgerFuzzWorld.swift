@@ -40,6 +40,8 @@ public struct LedgerFuzzWorld: Sendable {
     let secrets: SecretSealer
     let http: HTTPClient
     let logger: Logger
+    /// Signs the simulator's StoreKit 2 transactions and the fuzzer's notifications; the ledger trusts its root.
+    let authority: SimulatorCertificateAuthority
 
     /// Each user's app receipt, as the simulator issued it after the purchases.
     public private(set) var receipts: [(user: String, receipt: String)] = []
@@ -47,6 +49,8 @@ public struct LedgerFuzzWorld: Sendable {
     public private(set) var transactions: [(user: String, transactionId: String)] = []
     /// The simulator's `verifyReceipt` answers to those receipts, and to per-transaction receipts.
     public private(set) var simulatorAnswers: [Data] = []
+    /// Each user's transactions as StoreKit 2 signs them (`Transaction.all`).
+    public private(set) var signedTransactions: [(user: String, jws: String)] = []
 
     /// Runs `body` with a world over `client` (a migrated database; `settings` let the projection
     /// runner listen for commits), then shuts everything down.
@@ -71,8 +75,9 @@ public struct LedgerFuzzWorld: Sendable {
         _ body: @Sendable (LedgerFuzzWorld) async throws -> T
     ) async throws -> T {
         let secrets = try SecretSealer(key: SecretSealer.generateKey(), origin: "the fuzzer's key of this run")
+        let authority = try SimulatorCertificateAuthority()
         let simulatorPort = ServerPort(), scriptedPort = ServerPort(), ledgerPort = ServerPort(), scriptedLedgerPort = ServerPort()
-        let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox), logger: logger) {
+        let simulator = try AppStoreSimulator(configuration: .init(host: "127.0.0.1", port: 0, environment: .sandbox, authority: authority), logger: logger) {
             simulatorPort.report($0)
         }
         let scripted = ScriptedAppStore()
@@ -90,15 +95,21 @@ public struct LedgerFuzzWorld: Sendable {
             ), httpClient: http)
             let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
             try await runner.prepare()
-            let ledger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedBySimulator, secrets: secrets, logger: logger)
+            // As `ledger serve --trust-simulator-root` does: the simulator's signatures are accepted.
+            let configuration = LedgerServer.Configuration(
+                host: "127.0.0.1", port: 0,
+                api: .init(signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority.root]))
+            )
+            let ledger = LedgerServer(configuration: configuration, client: client, verifier: verifiedBySimulator, secrets: secrets, logger: logger)
                 .application(services: [runner]) { ledgerPort.report($0) }
-            let scriptedLedger = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: verifiedByScript, secrets: secrets, logger: logger)
+            let scriptedLedger = LedgerServer(configuration: configuration, client: client, verifier: verifiedByScript, secrets: secrets, logger: logger)
                 .application(services: []) { scriptedLedgerPort.report($0) }
             return try await withRunningServices([ledger, scriptedLedger], logger: logger, onExit: { ledgerPort.stopped(); scriptedLedgerPort.stopped() }) {
                 var world = LedgerFuzzWorld(
                     ledgerBase: "http://127.0.0.1:\(try await ledgerPort.value())",
                     scriptedLedgerBase: "http://127.0.0.1:\(try await scriptedLedgerPort.value())",
-                    simulatorBase: simulatorBase, scripted: scripted, key: "", client: client, secrets: secrets, http: http, logger: logger
+                    simulatorBase: simulatorBase, scripted: scripted, key: "", client: client, secrets: secrets, http: http, logger: logger,
+                    authority: authority
                 )
                 try await world.populate()
                 return try await body(world)
@@ -131,7 +142,7 @@ public struct LedgerFuzzWorld: Sendable {
         let key = try await registry.createKey(app: app, scopes: Set(APIScope.allCases), name: "fuzz").token
         self = LedgerFuzzWorld(
             ledgerBase: ledgerBase, scriptedLedgerBase: scriptedLedgerBase, simulatorBase: simulatorBase, scripted: scripted,
-            key: key, client: client, secrets: secrets, http: http, logger: logger
+            key: key, client: client, secrets: secrets, http: http, logger: logger, authority: authority
         )
         // The simulator's products, then the same in the ledger's catalog.
         let simulated: [String: [String: Any]] = [
@@ -166,9 +177,11 @@ public struct LedgerFuzzWorld: Sendable {
         try await expect(201, simulator(.POST, "/admin/purchases", ["userId": Self.users[2], "bundleId": app, "productId": "yearly"]), or: 202)
 
         for user in Self.users {
-            guard let receipt = try await simulator(.GET, "/admin/users/\(user)/apps/\(app)", nil).json?["receipt"] as? String else {
+            let listed = try await simulator(.GET, "/admin/users/\(user)/apps/\(app)", nil).json
+            guard let receipt = listed?["receipt"] as? String else {
                 throw FuzzSetupError("the simulator gave no receipt for \(user)")
             }
+            signedTransactions += (listed?["signedTransactions"] as? [String] ?? []).map { (user, $0) }
             receipts.append((user, receipt))
             let recorded = try await ledger(.POST, "/v1/apps/\(app)/receipts", ["userId": user, "deviceId": "\(user)-phone", "receiptData": receipt])
             guard recorded.status == 200, let items = recorded.json?["recorded"] as? [[String: Any]] else {

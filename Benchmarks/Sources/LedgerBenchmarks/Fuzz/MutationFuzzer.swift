@@ -2,8 +2,8 @@ import Foundation
 
 /// A seeded mutation fuzzer over the receipt parser and every JSON body of the HTTP API.
 ///
-/// Case `i` goes to target `i % 10` of a fixed rotation (the in-process parser twice, each HTTP
-/// target once) and draws every choice from `FuzzRandom(seed:case:)`: the same seed and count
+/// Case `i` goes to target `i % 12` of a fixed rotation (the in-process parser twice, each HTTP
+/// target once, the signed-payload routes among them) and draws every choice from `FuzzRandom(seed:case:)`: the same seed and count
 /// send the same mutations (transaction ids the simulator hands out differ from run to run, so
 /// bodies naming them do too). The properties (see `ReceiptParserFuzz` and `LedgerAPIFuzz`):
 /// no crash, no 5xx, every refusal explained, nothing recorded for a refused input; after the
