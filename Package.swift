@@ -215,7 +215,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreTests",
             dependencies: [
-                "AppStore", "LedgerTesting", "LedgerDomain", "LedgerRuntime", .asyncHTTPClient, .hummingbird, .logging,
+                "AppStore", "LedgerTesting", "LedgerDomain", "LedgerRuntime", .asyncHTTPClient, .crypto, .hummingbird, .logging,
                 .nioCore, .nioHTTP1, .serviceLifecycle,
             ],
             resources: [.copy("Fixtures")],

@@ -165,4 +165,14 @@ import Testing
         let owned = try #require(stream.state.entitlements(catalog: catalog, at: utc("2025-07-01T00:00:00.000Z")).owned.first)
         #expect(owned.ownedSince == utc("2024-02-03T00:00:00.000Z"))
     }
+
+    @Test("an Apple-signed currency that is not an ISO 4217 code prices nothing; the field stays as it came")
+    func currencyMustBeACode() throws {
+        for odd in ["usd", "US", "USDX", "=HYPERLINK(\"x\")", "U$D"] {
+            let fields = AppStoreFields(Self.signed("1", "coins", type: "Consumable", price: "990", currency: odd))
+            #expect(fields.price == nil, "\(odd)")
+            #expect(fields["currency"] == odd)
+        }
+        #expect(AppStoreFields(Self.signed("1", "coins", type: "Consumable", price: "990", currency: "EUR")).price?.currency == "EUR")
+    }
 }
