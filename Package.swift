@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "LedgerApplication",
             dependencies: [
-                "LedgerDomain", "LedgerProjections", .crypto, .logging,
+                "LedgerDomain", "LedgerProjections", .crypto, .logging, .metrics,
             ],
             swiftSettings: swiftSettings
         ),

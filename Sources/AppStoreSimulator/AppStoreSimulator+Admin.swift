@@ -25,6 +25,7 @@ extension AppStoreSimulator {
         /// A prorated refund: the share refunded, in milliunits of a percent (40000 = 40 %).
         var percentage: Int?
     }
+    struct RefundRequestBody: Decodable { var reason: String? }
     struct AppNotificationBody: Decodable { var type: String; var subtype: String? }
     struct AdvanceBody: Decodable { var seconds: Double?; var minutes: Double? }
 
@@ -47,6 +48,8 @@ extension AppStoreSimulator {
         var transactionReceipt: String
         /// The transaction as StoreKit 2 gives it to the app (`Transaction.jwsRepresentation`).
         var signedTransaction: String
+        /// The order id on the customer's e-mail receipt (Look Up Order ID finds it).
+        var orderId: String
     }
     struct RestoreView: Encodable { var transactions: [SimulatorTransaction]; var receipt: String }
     struct UserAppView: Encodable {
@@ -155,7 +158,7 @@ extension AppStoreSimulator {
             // 202 when nothing was bought yet: a downgrade or crossgrade waits for the next renewal.
             return try Self.json(
                 PurchaseView(transaction: purchase.transaction, change: purchase.change, receipt: receipt, transactionReceipt: transactionReceipt,
-                             signedTransaction: try await signed(purchase.transaction)),
+                             signedTransaction: try await signed(purchase.transaction), orderId: SimulatorStore.orderId(of: purchase.transaction)),
                 status: purchase.createdTransaction ? .created : .accepted
             )
         }
@@ -173,6 +176,12 @@ extension AppStoreSimulator {
                 transactionId: try context.parameters.require("transactionId"), reason: body.reason ?? 0, percentage: body.percentage
             )
             return try Self.json(RefundView(transaction: transaction))
+        }
+        admin.post("transactions/:transactionId/refund-request") { request, context -> Response in
+            let body = try await Self.decode(RefundRequestBody.self, request, context, allowEmpty: true) ?? RefundRequestBody()
+            let transaction = try await store.requestRefund(transactionId: try context.parameters.require("transactionId"),
+                                                            reason: body.reason ?? "UNSATISFIED_WITH_PURCHASE")
+            return try Self.json(["transactionId": transaction.transactionId, "notificationType": "CONSUMPTION_REQUEST"], status: .accepted)
         }
         addSubscriptionAdminRoutes(to: admin)
         admin.get("clock") { _, _ -> Response in

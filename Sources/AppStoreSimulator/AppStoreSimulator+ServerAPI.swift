@@ -7,7 +7,7 @@ import LedgerDomain
 /// The App Store Server API's Get Transaction History, as Apple serves it for the simulator's
 /// environment, and the admin route that makes the API keys its tokens are signed with.
 extension AppStoreSimulator {
-    struct APIKeyView: Encodable { var keyId: String; var issuerId: String; var privateKey: String }
+    struct APIKeyView: Codable { var keyId: String; var issuerId: String; var privateKey: String }
     struct HistoryView: Encodable {
         var revision: String
         var hasMore: Bool
@@ -25,8 +25,15 @@ extension AppStoreSimulator {
         let signedPayloads = self.signedPayloads
         let environment = configuration.environment
 
-        router.post("admin/apps/:bundleId/api-keys") { _, context -> Response in
-            let made = try await store.createAPIKey(bundleId: try context.parameters.require("bundleId"))
+        // A new key; or, with a body, a key made elsewhere (Apple's keys are the team's, good in
+        // both environments: a production simulator takes the sandbox one's).
+        router.post("admin/apps/:bundleId/api-keys") { request, context -> Response in
+            let bundleId = try context.parameters.require("bundleId")
+            if let given = try await Self.decode(APIKeyView.self, request, context, allowEmpty: true) {
+                try await store.addAPIKey(bundleId: bundleId, keyID: given.keyId, issuerID: given.issuerId, privateKeyPEM: given.privateKey)
+                return try Self.json(given, status: .created)
+            }
+            let made = try await store.createAPIKey(bundleId: bundleId)
             return try Self.json(APIKeyView(keyId: made.keyID, issuerId: made.issuerID, privateKey: made.privateKeyPEM), status: .created)
         }
         // `/inApps/…` is this simulator's own App Store; `/production/inApps/…` and `/sandbox/inApps/…`

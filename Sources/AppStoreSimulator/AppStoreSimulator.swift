@@ -33,7 +33,15 @@ import ServiceLifecycle
 /// - `GET /admin/users/{userId}/apps/{bundleId}` — transactions and a fresh app receipt.
 /// - `GET /admin/clock`; `POST /admin/clock/advance` `{"seconds"|"minutes"}`.
 /// - `GET /admin/root.pem`; `GET /admin/notifications`; `POST /admin/apps/{bundleId}/api-keys`.
-/// - `GET /inApps/v2/history/{transactionId}` — the App Store Server API (a bearer JWT by an API key).
+/// - `POST /admin/transactions/{transactionId}/refund-request` `{"reason"?}` — the customer asks Apple
+///   for a refund: a CONSUMPTION_REQUEST notification.
+/// - `PUT /admin/apps/{bundleId}/notifications/dropped` `{"dropped"}` — every delivery of the app's
+///   notifications fails (a gap); `POST /admin/apps/{bundleId}/notifications/synthetic`
+///   `{"count", "productId"?}`; `GET /admin/consumption` — consumption information received.
+/// - `GET /inApps/v2/history/{transactionId}` — the App Store Server API (a bearer JWT by an API key),
+///   and beside it Get Notification History, Get All Subscription Statuses, Send Consumption
+///   Information (V2), Look Up Order ID, Request a Test Notification and its status (also under
+///   `/production/` and `/sandbox/`).
 /// - `GET`/`PUT`/`DELETE /admin/faults` `{"failNext", "failStatus", "isRetryable", "latencyMilliseconds", "trickleMilliseconds"}`.
 public struct AppStoreSimulator: Service {
     public struct Configuration: Sendable {
@@ -116,6 +124,7 @@ public struct AppStoreSimulator: Service {
         addVerifyRoute(to: router)
         addAdminRoutes(to: router)
         addServerAPIRoutes(to: router)
+        addServerAPICallRoutes(to: router)
         let onServerRunning = self.onServerRunning
         return Application(
             router: router,

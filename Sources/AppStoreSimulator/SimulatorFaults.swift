@@ -14,20 +14,24 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
     /// at a time, spread over this many milliseconds: a slow network or a stalled server, which a
     /// client's deadline must cover to the last byte.
     public var trickleMilliseconds: Int
+    /// How many of the next App Store Server API calls answer 429 with Apple's `Retry-After` (a
+    /// UNIX time in milliseconds, a second ahead).
+    public var serverAPITooManyRequests: Int
 
     public init(
         failNext: Int = 0, failStatus: Int = 21005, isRetryable: Bool = false, latencyMilliseconds: Int = 0,
-        trickleMilliseconds: Int = 0
+        trickleMilliseconds: Int = 0, serverAPITooManyRequests: Int = 0
     ) {
         self.failNext = failNext
         self.failStatus = failStatus
         self.isRetryable = isRetryable
         self.latencyMilliseconds = latencyMilliseconds
         self.trickleMilliseconds = trickleMilliseconds
+        self.serverAPITooManyRequests = serverAPITooManyRequests
     }
 
     enum CodingKeys: String, CodingKey {
-        case failNext, failStatus, isRetryable, latencyMilliseconds, trickleMilliseconds
+        case failNext, failStatus, isRetryable, latencyMilliseconds, trickleMilliseconds, serverAPITooManyRequests
     }
 
     /// Absent keys keep their defaults, so `{"failNext": 3}` is enough.
@@ -38,7 +42,8 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
             failStatus: try container.decodeIfPresent(Int.self, forKey: .failStatus) ?? 21005,
             isRetryable: try container.decodeIfPresent(Bool.self, forKey: .isRetryable) ?? false,
             latencyMilliseconds: try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0,
-            trickleMilliseconds: try container.decodeIfPresent(Int.self, forKey: .trickleMilliseconds) ?? 0
+            trickleMilliseconds: try container.decodeIfPresent(Int.self, forKey: .trickleMilliseconds) ?? 0,
+            serverAPITooManyRequests: try container.decodeIfPresent(Int.self, forKey: .serverAPITooManyRequests) ?? 0
         )
     }
 }

@@ -30,6 +30,14 @@ actor SimulatorNotifier {
         var answer: String?
         var delivered = false
         let signedPayload: String
+        /// Apple's record of the tries, as Get Notification History lists them: when, and
+        /// `SUCCESS`, `NO_RESPONSE`, `UNSUCCESSFUL_HTTP_RESPONSE_CODE`, …
+        var sendAttempts: [SendAttempt] = []
+    }
+
+    struct SendAttempt: Encodable, Sendable {
+        let attemptDate: Int64
+        let sendAttemptResult: String
     }
 
     private let signer: SimulatorSignedPayloads
@@ -39,6 +47,8 @@ actor SimulatorNotifier {
     private let logger: Logger
     private var deliveries: [Delivery] = []
     private var index: [String: Int] = [:]
+    /// Apps whose notifications are lost on the way (a ledger down, a broken proxy): every try fails.
+    private var dropped: Set<String> = []
     private let queue: AsyncStream<String>
     private let continuation: AsyncStream<String>.Continuation
 
@@ -65,6 +75,45 @@ actor SimulatorNotifier {
     }
 
     func all() -> [Delivery] { deliveries }
+
+    func delivery(_ uuid: String) -> Delivery? { index[uuid].map { deliveries[$0] } }
+
+    /// Get Notification History's records of the app: signed in `[from, to)`, in the order sent.
+    func history(bundleId: String, from: Date, to: Date) -> [Delivery] {
+        deliveries.filter { $0.bundleId == bundleId && $0.signedDate >= from && $0.signedDate < to }
+    }
+
+    /// Makes every try of the app's notifications fail (`true`), or lets them through again.
+    func setDropped(_ bundleId: String, _ drop: Bool) {
+        if drop { dropped.insert(bundleId) } else { dropped.remove(bundleId) }
+    }
+
+    func isDropped(_ bundleId: String) -> Bool { dropped.contains(bundleId) }
+
+    /// `count` signed notifications about made-up one-time charges of the app, queued for sending
+    /// as any other (for the benchmarks of a history walk: volume without a purchase each).
+    func enqueueSynthetic(count: Int, bundleId: String, url: String, productId: String, at now: Date) throws -> Int {
+        let appAppleId = Int64(SimulatorResponseRenderer.stableNumber(bundleId) % 10_000_000_000)
+        for number in 0..<count {
+            let uuid = UUID().uuidString.lowercased()
+            let transactionId = "9\(Int64(now.timeIntervalSince1970 * 1000) % 1_000_000_000_000)\(String(format: "%06d", number))"
+            let transaction = try signer.sign(SimulatorSignedPayloads.transaction(
+                transactionId: transactionId, bundleId: bundleId, productId: productId, type: .consumable, purchaseDate: now,
+                quantity: 1, price: 990, currency: "USD", environment: environment, signedDate: Date()
+            ))
+            let payload = SimulatorSignedPayloads.notification(
+                type: "ONE_TIME_CHARGE", uuid: uuid, bundleId: bundleId, appAppleId: appAppleId, environment: environment,
+                signedTransactionInfo: transaction, signedDate: Date()
+            )
+            let delivery = Delivery(notificationUUID: uuid, notificationType: "ONE_TIME_CHARGE", subtype: nil, bundleId: bundleId,
+                                    transactionId: transactionId, originalTransactionId: transactionId, signedDate: Date(), url: url,
+                                    signedPayload: try signer.sign(payload))
+            index[uuid] = deliveries.count
+            deliveries.append(delivery)
+            continuation.yield(uuid)
+        }
+        return count
+    }
 
     /// Signs and queues a notification about the app rather than a transaction, in the shape
     /// Apple gives each type: EXTERNAL_PURCHASE_TOKEN carries `externalPurchaseToken` (no
@@ -133,14 +182,18 @@ actor SimulatorNotifier {
             var status: Int?
             var failure: String?
             var answer: String?
-            do {
-                let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
-                status = Int(response.status.code)
-                if let bytes = try? await response.body.collect(upTo: 1 << 20) {
-                    answer = String(decoding: bytes.readableBytesView.prefix(4096), as: UTF8.self)
+            if dropped.contains(first.bundleId) {
+                failure = "dropped on the way (the simulator's switch for lost notifications)"
+            } else {
+                do {
+                    let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                    status = Int(response.status.code)
+                    if let bytes = try? await response.body.collect(upTo: 1 << 20) {
+                        answer = String(decoding: bytes.readableBytesView.prefix(4096), as: UTF8.self)
+                    }
+                } catch {
+                    failure = "\(error)"
                 }
-            } catch {
-                failure = "\(error)"
             }
             let delivered = status == 200
             note(uuid, status: status, error: failure, answer: answer, delivered: delivered)
@@ -159,6 +212,8 @@ actor SimulatorNotifier {
         deliveries[position].lastError = error
         deliveries[position].answer = answer
         deliveries[position].delivered = delivered
+        let result = delivered ? "SUCCESS" : status != nil ? "UNSUCCESSFUL_HTTP_RESPONSE_CODE" : "NO_RESPONSE"
+        deliveries[position].sendAttempts.append(SendAttempt(attemptDate: Date().milliseconds, sendAttemptResult: result))
     }
 
     private func render(_ notice: SimulatorStore.Notice) throws -> Delivery {
@@ -174,7 +229,8 @@ actor SimulatorNotifier {
         let payload = SimulatorSignedPayloads.notification(
             type: notice.type, subtype: notice.subtype, uuid: uuid, bundleId: notice.transaction.bundleId,
             appAppleId: Int64(SimulatorResponseRenderer.stableNumber(notice.transaction.bundleId) % 10_000_000_000), environment: environment,
-            signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, signedDate: signedAt
+            signedTransactionInfo: transaction, signedRenewalInfo: renewalInfo, consumptionRequestReason: notice.consumptionRequestReason,
+            signedDate: signedAt
         )
         return Delivery(
             notificationUUID: uuid, notificationType: notice.type, subtype: notice.subtype, bundleId: notice.transaction.bundleId,

@@ -18,13 +18,27 @@ extension SimulatorStore {
     }
 
     /// Noted only for an app with a notification URL: Apple sends nothing without one.
-    func notify(_ type: String, _ subtype: String? = nil, about transaction: SimulatorTransaction) {
+    func notify(_ type: String, _ subtype: String? = nil, about transaction: SimulatorTransaction, consumptionRequestReason: String? = nil) {
         guard let app = apps[transaction.bundleId], let url = app.notificationURL else { return }
         let renewal = transaction.productType == .autoRenewable
             ? (subscriptions[transaction.originalTransactionId]).flatMap { view(of: $0, at: now) }
             : nil
         notices.append(Notice(type: type, subtype: subtype, transaction: transaction, renewal: renewal, at: now,
-                              notificationURL: url, product: product(bundleId: transaction.bundleId, productId: transaction.productId)))
+                              notificationURL: url, product: product(bundleId: transaction.bundleId, productId: transaction.productId),
+                              consumptionRequestReason: consumptionRequestReason))
+    }
+
+    /// The customer asks Apple for a refund of `transactionId`: Apple sends CONSUMPTION_REQUEST
+    /// (for any product type) and takes the app's consumption information for 12 hours.
+    func requestRefund(transactionId: String, reason: String) throws -> SimulatorTransaction {
+        let reasons = ["UNINTENDED_PURCHASE", "FULFILLMENT_ISSUE", "UNSATISFIED_WITH_PURCHASE", "LEGAL", "OTHER"]
+        guard reasons.contains(reason) else {
+            throw SimulatorError.badRequest("reason is one of \(reasons.joined(separator: ", ")), not \(reason)")
+        }
+        guard let transaction = transactions[transactionId] else { throw SimulatorError.notFound("no transaction \(transactionId)") }
+        guard transaction.cancellationDate == nil else { throw SimulatorError.conflict("\(transactionId) is refunded already") }
+        notify("CONSUMPTION_REQUEST", about: transaction, consumptionRequestReason: reason)
+        return transaction
     }
 
     /// The notification Apple sends for a new transaction: none for restores and family members' copies.

@@ -37,6 +37,8 @@ actor SimulatorStore {
         let notificationURL: String
         /// The product, for its price and what else its signed transactions carry.
         let product: SimulatedProduct?
+        /// CONSUMPTION_REQUEST: why the customer asked for a refund.
+        var consumptionRequestReason: String? = nil
     }
 
     struct UserApp: Hashable {
@@ -105,6 +107,8 @@ actor SimulatorStore {
     var nextUserNumber = 1
     var faults = SimulatorFaults()
     var notices: [Notice] = []
+    /// Send Consumption Information calls received.
+    var consumptionSent: [ConsumptionSent] = []
 
     init(environment: StoreEnvironment) {
         self.environment = environment

@@ -126,7 +126,8 @@ public struct ServeOptions: ParsableArguments, Sendable {
         let defaults = LedgerHealth.Thresholds()
         let health = LedgerHealth.Thresholds(
             stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
-            longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction
+            longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction,
+            syncStale: try Self.seconds("LEDGER_HEALTH_SYNC_SECONDS", in: environment) ?? defaults.syncStale
         )
         let signedPayloads = try Self.signedPayloadVerifier(trustSimulatorRoot ?? environment["LEDGER_TRUST_SIMULATOR_ROOT"], logger: logger)
         let secrets = try options.secretSealer()

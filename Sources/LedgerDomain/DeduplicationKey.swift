@@ -27,6 +27,8 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         case notificationApplied = "notification_applied"
         /// A notification that waited on the app's notifications stream past its time, unclaimed.
         case notificationExpired = "notification_expired"
+        /// What was told Apple about a CONSUMPTION_REQUEST, by its notification's UUID: once.
+        case consumptionAnswer = "consumption_answer"
 
         /// The kinds under which a transaction was claimed by a user's stream, old and new: the
         /// first observation, and before facts were recorded, the verdicts.

@@ -79,13 +79,18 @@ public enum LedgerRuntime {
         let monitor = DatabaseMonitor(settings: settings, renewing: client, logger: logger)
         let cache = configuration.entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: configuration.entitlementCacheUsers) : nil
         let changes = ChangeFeed(configuration: try settings.connectionConfiguration, entitlements: cache, logger: logger)
-        let http = LedgerServer(configuration: server, client: client, verifier: verifier, secrets: secrets, serverAPI: configuration.serverAPI,
-                                monitor: monitor, changes: changes, logger: logger)
+        let history = AppStoreServerAPI(configuration: configuration.serverAPI, verifier: server.api.signedPayloads)
+        let ledger = PostgresLedger(client: client, secrets: secrets, history: history, changes: changes, logger: logger)
+        let http = LedgerServer(configuration: server, services: ledger.services(verifier: verifier, client: client, monitor: monitor, logger: logger),
+                                logger: logger)
         // Several servers may share the database (behind a load balancer): one at a time runs the
-        // projections, the others stand by.
+        // projections, walks Apple's notification history and answers Apple's refund questions;
+        // the others stand by.
+        var companions: [@Sendable () async -> Void] = [{ await Self.answerConsumptionRequests(ledger.answerConsumptionRequests, logger: logger) }]
+        if let sync = ledger.syncNotifications { companions.append { await Self.walkNotificationHistory(sync, logger: logger) } }
         let projections = ProjectionLeadership(
             runner: ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger),
-            configuration: try settings.connectionConfiguration, logger: logger
+            configuration: try settings.connectionConfiguration, companions: companions, logger: logger
         )
         let application = http.application(services: [client, monitor, changes, projections]) { boundPort in
             logger.info("ledger serving", metadata: ["ledger.url": "http://\(server.host):\(boundPort)"])
@@ -111,6 +116,34 @@ public enum LedgerRuntime {
             throw error
         }
         try await appStoreClient.shutdown()
+    }
+
+    /// At start and every `interval`, every app's notification history (apps with a Server API
+    /// key), until cancelled.
+    static func walkNotificationHistory(_ sync: SyncNotifications, logger: Logger) async {
+        while !Task.isCancelled {
+            let reports = await sync.walkAll()
+            let recovered = reports.reduce(0) { $0 + $1.recovered }
+            logger.info("Apple's notification history walked", metadata: [
+                "ledger.walks": "\(reports.count)", "ledger.recovered": "\(recovered)",
+                "ledger.seen": "\(reports.reduce(0) { $0 + $1.seen })",
+            ])
+            try? await Task.sleep(for: sync.configuration.interval)
+        }
+    }
+
+    /// Every `interval`, Apple's refund questions of the last 12 hours that have no answer yet,
+    /// until cancelled.
+    static func answerConsumptionRequests(_ answering: AnswerConsumptionRequests, logger: Logger) async {
+        while !Task.isCancelled {
+            let pass = await answering.sweep()
+            if pass.accepted + pass.refused + pass.failed > 0 {
+                logger.info("Apple's refund questions answered", metadata: [
+                    "ledger.accepted": "\(pass.accepted)", "ledger.refused": "\(pass.refused)", "ledger.failed": "\(pass.failed)",
+                ])
+            }
+            try? await Task.sleep(for: answering.configuration.interval)
+        }
     }
 
     /// Migrates as the owner (when known), registers the projections, seals the shared secrets
@@ -158,7 +191,7 @@ extension PostgresLedger {
     public func services(verifier: any ReceiptVerifier, client: DatabasePool, monitor: DatabaseMonitor?, logger: Logger) -> LedgerServices {
         LedgerServices(
             commands: commands, recordFacts: recordFacts, notifications: notifications, waitingNotifications: waitingNotifications,
-            consumptionRequests: consumptionRequests,
+            consumptionRequests: consumptionRequests, appStore: appStoreQueries,
             reader: handler.reader, store: store, directory: registry, idempotency: idempotency, reads: reads, audit: audit,
             health: PostgresHealthCheck(client: client, monitor: monitor, logger: logger),
             availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,

@@ -20,12 +20,21 @@ public struct PostgresLedger: Sendable {
     public let notifications: TakeInNotification
     /// Notifications no user took yet: passed on when their user appears, expired when none does.
     public let waitingNotifications: WaitingNotifications
+    /// Recovers notifications from Apple's notification history; nil without the App Store Server API.
+    public let syncNotifications: SyncNotifications?
+    /// The App Store Server API's other calls (statuses, consumption answers, orders, test
+    /// notifications); nil without it.
+    public let appStoreServer: (any AppStoreServer)?
     /// Nil without a history source.
     public let backfill: BackfillHistory?
     /// The fetches of unseen purchases' histories that posts queue; its `run` must run (a
     /// background service of the server). Nil without a history source.
     public let origins: OriginBackfills?
     public let consumptionRequests: ConsumptionRequests
+    /// Answers Apple's refund questions (run by the server that leads the projections).
+    public let answerConsumptionRequests: AnswerConsumptionRequests
+    /// Orders, subscription statuses and test notifications, asked of Apple.
+    public let appStoreQueries: AppStoreQueries
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -55,8 +64,17 @@ public struct PostgresLedger: Sendable {
         }
         origins = backfill.map { OriginBackfills(backfill: $0, logger: logger) }
         recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
-        notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: registry, logger: logger)
-        waitingNotifications = WaitingNotifications(intake: notifications, logger: logger)
-        consumptionRequests = ConsumptionRequests(reader: handler.reader)
+        let intake = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: registry, logger: logger)
+        notifications = intake
+        waitingNotifications = WaitingNotifications(intake: intake, logger: logger)
+        let server = history as? any AppStoreServer
+        appStoreServer = server
+        syncNotifications = server.map {
+            SyncNotifications(intake: intake, server: $0, state: PostgresNotificationSyncState(client: client, logger: logger), logger: logger)
+        }
+        consumptionRequests = ConsumptionRequests(reader: handler.reader, directory: registry)
+        answerConsumptionRequests = AnswerConsumptionRequests(handler: handler, inbox: inbox, directory: registry, server: server, logger: logger)
+        appStoreQueries = AppStoreQueries(server: server, backfill: backfill, directory: registry, inbox: inbox, reader: handler.reader, store: store,
+                                          logger: logger)
     }
 }

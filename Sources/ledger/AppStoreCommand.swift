@@ -12,7 +12,7 @@ struct AppStoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "appstore",
         abstract: "Ask the App Store Server API and record what it says.",
-        subcommands: [Backfill.self]
+        subcommands: [Backfill.self, Sync.self, Status.self, Order.self, TestNotification.self]
     )
 
     struct Backfill: AsyncParsableCommand {

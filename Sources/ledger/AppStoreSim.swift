@@ -84,6 +84,14 @@ struct AppStoreSim: AsyncParsableCommand {
               POST   /production/verifyReceipt, /sandbox/verifyReceipt
                        {"receipt-data", "password", "exclude-old-transactions"}
               POST   /verifyReceipt   (this simulator's own environment)
+
+            It also plays Apple's App Store Server API (transaction and
+            notification history, subscription statuses, consumption answers,
+            order lookup, test notifications) for the ledger's
+            LEDGER_APPSTORE_SERVER_API_*_URL: POST /admin/apps/{bundleId}/api-keys
+            issues a key for `ledger apps appstore-key`. Every route, with the
+            refund requests, dropped notifications and 429s it can be told to
+            make: docs/app-store.md, "The App Store simulator".
             """
     )
 

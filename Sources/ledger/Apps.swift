@@ -10,7 +10,7 @@ struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apps",
         abstract: "Register the apps the ledger records purchases for.",
-        subcommands: [Add.self, List.self, AppStoreKey.self]
+        subcommands: [Add.self, List.self, AppStoreKey.self, ConsumptionAnswers.self]
     )
 
     struct AppStoreKey: AsyncParsableCommand {
@@ -66,6 +66,62 @@ struct Apps: AsyncParsableCommand {
                 throw CommandFailure(message: error.message)
             }
             Output.line("\(bundleId): App Store Server API key \(keyId) (issuer \(issuerId)) stored, its private key sealed")
+        }
+    }
+
+    struct ConsumptionAnswers: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "consumption-answers",
+            abstract: "Show or set how the ledger answers Apple's refund questions (CONSUMPTION_REQUEST) for an app.",
+            discussion: """
+                When a customer asks Apple for a refund, Apple sends a CONSUMPTION_REQUEST and takes the app's account \
+                of the purchase for 12 hours (Send Consumption Information). The server that leads the projections \
+                answers from the user's facts (delivered or not, the share of a consumable used), with the app's \
+                refund preference and whether it gives a sample before the purchase; only for users whose consent the \
+                app reported (PUT …/users/{userId}/consumption-consent), and only with the app's App Store Server API \
+                key. On by default. With no option, shows the settings.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The app's bundle id.") var bundleId: String
+        @Flag(inversion: .prefixedNo, help: "Answer Apple's refund questions (--answer), or not (--no-answer).") var answer: Bool?
+        @Option(help: "The app's refund preference: DECLINE, GRANT_FULL, GRANT_PRORATED, or none.") var refundPreference: String?
+        @Option(help: "Whether the app gives a free sample, a trial or a description of the content before the purchase (true/false).")
+        var sampleContentProvided: Bool?
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            var preference: String??
+            if let text = refundPreference {
+                let upper = text.uppercased()
+                guard upper == "NONE" || ConsumptionAnswerSettings.refundPreferences.contains(upper) else {
+                    throw CommandFailure(message: "--refund-preference is DECLINE, GRANT_FULL, GRANT_PRORATED or none, not '\(text)'")
+                }
+                preference = .some(upper == "NONE" ? nil : upper)
+            }
+            let roles = try await options.databaseRoles(logger: logger)
+            try await roles.prepareSchema(logger: logger)
+            let (bundleId, answer, sample) = (bundleId, answer, sampleContentProvided)
+            let changed = answer != nil || preference != nil || sample != nil
+            let settings: ConsumptionAnswerSettings
+            do {
+                settings = try await LedgerDatabase.withClient(roles.runtime, logger: logger) { [preference] client in
+                    let registry = AppRegistry(client: client, logger: logger)
+                    var settings = try await registry.consumptionAnswerSettings(of: bundleId)
+                    guard changed else { return settings }
+                    if let answer { settings.answering = answer }
+                    if let preference { settings.refundPreference = preference }
+                    if let sample { settings.sampleContentProvided = sample }
+                    try await registry.setConsumptionAnswerSettings(settings, of: bundleId)
+                    return settings
+                }
+            } catch let error as AccessError {
+                throw CommandFailure(message: error.message)
+            }
+            Output.line("\(bundleId): Apple's refund questions \(settings.answering ? "answered" : "not answered")\(changed ? " (saved)" : "")")
+            Output.line("  refund preference: \(settings.refundPreference ?? "none")")
+            Output.line("  sample content provided before purchase: \(settings.sampleContentProvided)")
         }
     }
 

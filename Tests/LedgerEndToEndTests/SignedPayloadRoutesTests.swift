@@ -472,6 +472,11 @@ extension APIHarness {
         guard let keyID = made.json["keyId"] as? String, let issuerID = made.json["issuerId"] as? String,
               let pem = made.json["privateKey"] as? String
         else { throw HarnessError(message: "the simulator made no API key: \(made.text)") }
+        if productionSimulatorBase != nil {
+            // Apple's keys are the team's, good in both environments.
+            let taken = try await productionSimulator(.POST, "/admin/apps/\(Self.app)/api-keys", ["keyId": keyID, "issuerId": issuerID, "privateKey": pem])
+            guard taken.status == 201 else { throw HarnessError(message: "the production simulator did not take the key: \(taken.text)") }
+        }
         try await AppRegistry(client: client, logger: Self.logger, secrets: secrets)
             .setServerAPIKey(.init(keyID: keyID, issuerID: issuerID, privateKeyPEM: pem), of: Self.app)
     }
@@ -484,12 +489,25 @@ extension APIHarness {
 
     /// The backfill use case in this process, as `ledger appstore backfill` makes it.
     func backfill() throws -> BackfillHistory {
-        let verifier = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority!.root])
-        let history = AppStoreServerAPI(configuration: .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox"),
-                                        verifier: verifier)
         let ledger = PostgresLedger(client: client, secrets: secrets, logger: Self.logger)
         return BackfillHistory(handler: ledger.handler, archive: ledger.archive, inbox: ledger.inbox, directory: ledger.registry,
-                               source: history, logger: Self.logger)
+                               source: serverAPI(), logger: Self.logger)
+    }
+
+    /// The App Store Server API client of the `ledger appstore` commands, at the simulators
+    /// (`productionURL` elsewhere, for an Apple that does not answer).
+    func serverAPI(productionURL: String? = nil, sandboxURL: String? = nil, timeout: Duration = .seconds(30)) -> AppStoreServerAPI {
+        let verifier = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority!.root])
+        return AppStoreServerAPI(configuration: .init(productionURL: productionURL ?? ((productionSimulatorBase ?? simulatorBase) + "/production"),
+                                                      sandboxURL: sandboxURL ?? (simulatorBase + "/sandbox"), timeout: timeout),
+                                 verifier: verifier)
+    }
+
+    /// The ledger over this database as the `ledger appstore` commands and the leading server
+    /// build it: with the App Store Server API at the simulators.
+    func appStoreLedger(productionURL: String? = nil, sandboxURL: String? = nil, timeout: Duration = .seconds(30)) -> PostgresLedger {
+        PostgresLedger(client: client, secrets: secrets, history: serverAPI(productionURL: productionURL, sandboxURL: sandboxURL, timeout: timeout),
+                       logger: Self.logger)
     }
 
     func eventCount() async throws -> Int {

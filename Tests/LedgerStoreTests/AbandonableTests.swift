@@ -11,16 +11,19 @@ import Testing
     @Test func aResultThatComesAfterTheWaitWasGivenUpIsHandedBackNotDropped() async throws {
         let released = Released()
         let late = AsyncStream<Void>.makeStream()
+        // The operation finishes only when the test lets it, after the wait was given up: a loaded machine cannot reorder the two.
+        let gate = AsyncStream<Void>.makeStream()
         await #expect(throws: TimedOut.self) {
             try await untilAbandoned(after: .milliseconds(20), discardingLate: { value in
                 released.values.withLock { $0.append(value) }
                 late.continuation.finish()
             }) {
-                try? await Task.sleep(for: .milliseconds(200))
+                for await _ in gate.stream {}
                 return 7
             }
         }
         #expect(released.values.withLock { $0 }.isEmpty, "not yet: the operation still runs")
+        gate.continuation.finish()
         for await _ in late.stream {}
         #expect(released.values.withLock { $0 } == [7])
     }

@@ -21,7 +21,7 @@ struct Bench: AsyncParsableCommand {
             """,
         subcommands: [
             Append.self, Seed.self, History.self, Catalog.self, Rebuild.self, Verify.self, Signed.self, Load.self, Reads.self, Fuzz.self,
-            FaultyServe.self,
+            FaultyServe.self, Sync.self,
         ]
     )
 
@@ -180,6 +180,56 @@ struct Bench: AsyncParsableCommand {
             }
             Output.line(String(format: "verify at concurrency %d: %.0f per second", result.concurrency, result.concurrentPerSecond))
             Output.line(String(format: "ratio verify/bare: %.2f", result.verify.perSecond / result.bareSignature.perSecond))
+        }
+    }
+
+    struct Sync: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Recover missed App Store notifications from the simulator's notification history, against a raw walk of the same pages.",
+            discussion: """
+                Runs in a scratch database <database>_bench on the same server (dropped afterwards) with the App Store \
+                simulator in this process, on loopback. The simulator signs --notifications ONE_TIME_CHARGE \
+                notifications and never delivers them; a first walk records all but --missing of them, the missing ones \
+                are sent, then the timed walk (`ledger appstore sync`'s) covers the whole window: it must record the \
+                missing ones and nothing else. Baseline: the same pages fetched with the same token, payloads decoded \
+                without verification, one SELECT of the deduplication keys per page, the missing INSERTed into a plain \
+                table. Prints both times and the ratio.
+                """
+        )
+
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "Notifications in Apple's history.")
+        var notifications = 10_000
+
+        @Option(help: "Of those, the ones the log lacks before the timed walk.")
+        var missing = 100
+
+        @Flag(help: "Keep the scratch database for inspection.")
+        var keep = false
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let roles = try await options.databaseRoles(logger: logger)
+            let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
+            Output.error("bench: scratch database \(scratch.runtime.database); \(notifications) notifications, \(missing) missing")
+            // The baseline's table is made by the owner when one is known, as the append benchmark's.
+            let (notifications, missing) = (notifications, missing)
+            let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, logger: logger) { client in
+                try await NotificationSyncBenchmark(client: client, logger: logger).run(.init(notifications: notifications, missing: missing))
+            }
+            if !keep {
+                try await roles.drop(database: scratch.runtime.database, logger: logger)
+            }
+            Output.line("sync notifications=\(result.notifications) missing=\(missing)")
+            Output.line(String(format: "first walk: recorded %d in %.1f s", result.primed, result.primingSeconds))
+            Output.line("                         seen  recorded   seconds")
+            Output.line("ledger sync         " + String(format: "%10d %9d %9.2f", result.seen, result.recovered, result.seconds))
+            Output.line("raw walk            " + String(format: "%10d %9d %9.2f", result.baselineSeen, result.baselineInserted, result.baselineSeconds))
+            Output.line(String(format: "ratio (sync / raw): %.2f", result.ratio))
+            guard result.recovered == missing, result.seen == result.notifications else {
+                throw CommandFailure(message: "the walk recorded \(result.recovered) of \(missing) missing and saw \(result.seen) of \(result.notifications)")
+            }
         }
     }
 

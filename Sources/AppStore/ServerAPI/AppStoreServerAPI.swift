@@ -42,6 +42,10 @@ public enum AppStoreServerAPIError: Error, Sendable, Hashable, CustomStringConve
     case unavailable(String)
     /// An answer the ledger cannot read, or a signed transaction that did not verify.
     case malformed(String)
+    /// Apple refused the request (a 4xx other than 401, 404 and 429), with its error code.
+    case refused(status: Int, errorCode: Int64?, message: String)
+    /// 404 for something other than a transaction (a test notification not sent yet, no notification URL).
+    case notFound(String)
 
     public var description: String {
         switch self {
@@ -51,6 +55,9 @@ public enum AppStoreServerAPIError: Error, Sendable, Hashable, CustomStringConve
         case .rateLimited(let until): "the App Store Server API asks to slow down (429)\(until.map { "; nothing is asked of it before \($0.formatted(.iso8601))" } ?? "")"
         case .unavailable(let reason): "the App Store Server API did not answer: \(reason)"
         case .malformed(let reason): "the App Store Server API's answer cannot be read: \(reason)"
+        case .refused(let status, let code, let message):
+            "the App Store Server API refused the request (HTTP \(status)\(code.map { ", error \($0)" } ?? "")): \(UntrustedText.quoted(message, limit: 200))"
+        case .notFound(let what): what
         }
     }
 }
@@ -116,20 +123,29 @@ public struct AppStoreServerAPI: Sendable {
     public func history(
         of transactionId: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date = Date()
     ) async throws(AppStoreServerAPIError) -> [SignedTransaction] {
+        try await withDeadline("the history") { () async throws(AppStoreServerAPIError) -> [SignedTransaction] in
+            try await fetchHistory(of: transactionId, bundleId: bundleId, environment: environment, key: key, now: now)
+        }
+    }
+
+    /// `work` within `configuration.timeout`: cancelled when it passes, and answered as unavailable.
+    func withDeadline<T: Sendable>(
+        _ what: String, _ work: @escaping @Sendable () async throws(AppStoreServerAPIError) -> T
+    ) async throws(AppStoreServerAPIError) -> T {
         let deadline = configuration.timeout
-        let result: Result<[SignedTransaction], AppStoreServerAPIError> = await withTaskGroup(of: Result<[SignedTransaction], AppStoreServerAPIError>?.self) { group in
+        let result: Result<T, AppStoreServerAPIError> = await withTaskGroup(of: Result<T, AppStoreServerAPIError>?.self) { group in
             group.addTask {
                 do throws(AppStoreServerAPIError) {
-                    return .success(try await fetchHistory(of: transactionId, bundleId: bundleId, environment: environment, key: key, now: now))
+                    return .success(try await work())
                 } catch {
                     return .failure(error)
                 }
             }
             group.addTask {
                 try? await Task.sleep(for: deadline)
-                return Task.isCancelled ? nil : .failure(.unavailable("no whole answer within \(deadline) (the history's deadline)"))
+                return Task.isCancelled ? nil : .failure(.unavailable("no whole answer within \(deadline) (\(what)'s deadline)"))
             }
-            var outcome: Result<[SignedTransaction], AppStoreServerAPIError> = .failure(.unavailable("cancelled"))
+            var outcome: Result<T, AppStoreServerAPIError> = .failure(.unavailable("cancelled"))
             for await finished in group {
                 guard let finished else { continue }
                 outcome = finished
@@ -146,18 +162,18 @@ public struct AppStoreServerAPI: Sendable {
     func fetchHistory(
         of transactionId: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date
     ) async throws(AppStoreServerAPIError) -> [SignedTransaction] {
-        guard !transactionId.isEmpty, transactionId.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else {
-            throw .malformed("transaction id '\(transactionId.prefix(80))' is not an App Store transaction id")
-        }
+        try Self.checkIdentifier(transactionId, "transaction id")
         var transactions: [SignedTransaction] = []
         var revision: String?
         for _ in 0..<500 {
-            var url = "\(configuration.url(for: environment))/inApps/v2/history/\(transactionId)?sort=ASCENDING"
+            var path = "/inApps/v2/history/\(transactionId)?sort=ASCENDING"
             if let revision {
-                url += "&revision=" + (revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? revision)
+                path += "&revision=" + (revision.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? revision)
             }
-            let page = try await get(url, token: try Self.token(key: key, bundleId: bundleId, now: now), transactionId: transactionId,
-                                     gateKey: "\(environment.rawValue) \(bundleId)")
+            let data = try await send(.GET, path, bundleId: bundleId, environment: environment, key: key, now: now,
+                                      notFound: { _ in .transactionNotFound(transactionId) })
+            let page: Page
+            do { page = try JSONDecoder().decode(Page.self, from: data) } catch { throw .malformed("not a history response: \(error)") }
             for jws in page.signedTransactions ?? [] {
                 do {
                     transactions.append(try await verifier.verify(jws, as: SignedTransaction.self, bundleId: bundleId, environment: environment))
@@ -179,38 +195,55 @@ public struct AppStoreServerAPI: Sendable {
         let signedTransactions: [String]?
     }
 
-    private func get(_ url: String, token: String, transactionId: String, gateKey: String) async throws(AppStoreServerAPIError) -> Page {
+    /// An id Apple hands out (a transaction's, an order's, a test notification's token): letters,
+    /// digits and dashes, so that it can go in a path as it is.
+    static func checkIdentifier(_ id: String, _ what: String) throws(AppStoreServerAPIError) {
+        guard !id.isEmpty, id.count <= 100, id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+            throw .malformed("\(what) '\(id.prefix(80))' is not one the App Store hands out")
+        }
+    }
+
+    /// One call: the body of a 2xx answer; every other answer as the error it is. `notFound`
+    /// says what a 404 means for this call (Apple's `errorCode` given).
+    func send(
+        _ method: HTTPMethod, _ path: String, bundleId: String, environment: StoreEnvironment, key: AppStoreServerAPIKey, now: Date = Date(),
+        json: Data? = nil, notFound: (Int64?) -> AppStoreServerAPIError
+    ) async throws(AppStoreServerAPIError) -> Data {
+        let gateKey = "\(environment.rawValue) \(bundleId)"
         if let until = await gate.closed(gateKey) { throw .rateLimited(until: until) }
-        var request = HTTPClientRequest(url: url)
-        request.method = .GET
-        request.headers.add(name: "Authorization", value: "Bearer \(token)")
+        var request = HTTPClientRequest(url: configuration.url(for: environment) + path)
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(try Self.token(key: key, bundleId: bundleId, now: now))")
         request.headers.add(name: "Accept", value: "application/json")
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: json))
+        }
         let response: HTTPClientResponse
         let body: ByteBuffer
         do {
-            // The history's deadline covers this; the request's own is only a backstop.
+            // The caller's deadline covers this; the request's own is only a backstop.
             response = try await http.execute(request, timeout: TimeAmount.nanoseconds(Int64(configuration.timeout.components.seconds) * 1_000_000_000))
             body = try await response.body.collect(upTo: 4 << 20)
         } catch {
-            if Task.isCancelled { throw .unavailable("cancelled at the history's deadline") }
+            if Task.isCancelled { throw .unavailable("cancelled at the call's deadline") }
             throw .unavailable(Self.describe(error))
         }
+        let data = Data(body.readableBytesView)
+        let errorCode = ((try? JSONSerialization.jsonObject(with: data)) as? [String: Any])?["errorCode"] as? Int64
         switch response.status.code {
-        case 200:
-            do {
-                return try JSONDecoder().decode(Page.self, from: Data(body.readableBytesView))
-            } catch {
-                throw .malformed("not a history response: \(error)")
-            }
+        case 200...299: return data
         case 401: throw .unauthorized
-        case 404: throw .transactionNotFound(transactionId)
+        case 404: throw notFound(errorCode)
         case 429:
             let until = Self.retryAfter(response.headers.first(name: "Retry-After"), now: Date()) ?? Date().addingTimeInterval(60)
             await gate.close(gateKey, until: until)
             throw .rateLimited(until: until)
         case 300...399: throw .malformed("status \(response.status.code), a redirect, which the ledger does not follow (the token would go with it)")
-        case 500...599: throw .unavailable("status \(response.status.code)")
-        default: throw .malformed("status \(response.status.code): \(String(decoding: body.readableBytesView.prefix(300), as: UTF8.self))")
+        case 500...599: throw .unavailable("status \(response.status.code)\(errorCode.map { ", Apple's error \($0)" } ?? "")")
+        default:
+            throw .refused(status: Int(response.status.code), errorCode: errorCode,
+                           message: String(decoding: data.prefix(300), as: UTF8.self))
         }
     }
 

@@ -13,10 +13,14 @@ public struct LedgerHealth: Sendable {
         public var stall: Duration
         /// A transaction holding the followers' horizon for this long is named as the cause.
         public var longTransaction: Duration
+        /// An app whose notifications were last checked against Apple's history longer ago than
+        /// this is named (a warning: it does not degrade the ledger).
+        public var syncStale: Duration
 
-        public init(stall: Duration = .seconds(30), longTransaction: Duration = .seconds(30)) {
+        public init(stall: Duration = .seconds(30), longTransaction: Duration = .seconds(30), syncStale: Duration = .seconds(1_800)) {
             self.stall = stall
             self.longTransaction = longTransaction
+            self.syncStale = syncStale
         }
     }
 
@@ -42,6 +46,26 @@ public struct LedgerHealth: Sendable {
         }
     }
 
+    /// How far an app's notifications have been checked against Apple's history, per environment
+    /// (apps with an App Store Server API key).
+    public struct NotificationSync: Sendable, Hashable {
+        public let app: String
+        public let environment: StoreEnvironment
+        public let syncedThrough: Date?
+        public let lastRunAt: Date?
+        public let lastError: String?
+        public let behind: Bool
+
+        public init(app: String, environment: StoreEnvironment, syncedThrough: Date?, lastRunAt: Date?, lastError: String?, behind: Bool) {
+            self.app = app
+            self.environment = environment
+            self.syncedThrough = syncedThrough
+            self.lastRunAt = lastRunAt
+            self.lastError = lastError
+            self.behind = behind
+        }
+    }
+
     public let head: Int64
     /// The versions the runner follows or has stopped (retired ones are left out).
     public let projections: [ProjectionStatus]
@@ -49,12 +73,18 @@ public struct LedgerHealth: Sendable {
     public let heldBy: HorizonHolder?
     /// Every reason the ledger is degraded, in words an operator can act on; empty when healthy.
     public let problems: [String]
+    public let notificationSync: [NotificationSync]
+    /// What an operator should know that does not degrade the ledger (a sync of Apple's
+    /// notification history behind), in words.
+    public let warnings: [String]
 
     public var isDegraded: Bool { !problems.isEmpty }
 
     /// Degraded when a projection failed, when one is stalled (behind, its checkpoint still), or
     /// when a transaction has held the followers back for longer than the threshold.
-    public static func judge(_ statuses: [ProjectionStatus], head: Int64, holder: HorizonHolder?, thresholds: Thresholds) -> LedgerHealth {
+    public static func judge(
+        _ statuses: [ProjectionStatus], head: Int64, holder: HorizonHolder?, thresholds: Thresholds, notificationSync: [NotificationSync] = []
+    ) -> LedgerHealth {
         let current = statuses.filter { $0.status != .retired }
         var problems: [String] = []
         for status in current {
@@ -80,8 +110,13 @@ public struct LedgerHealth: Sendable {
                 holder.pid, who.isEmpty ? "" : " (\(who))", holder.seconds ?? 0, holder.pid
             ))
         }
+        let warnings = notificationSync.filter(\.behind).map { sync in
+            let when = sync.syncedThrough.map { "checked against Apple's notification history up to \($0.formatted(.iso8601))" } ?? "never checked against Apple's notification history"
+            let error = sync.lastError.map { "; the last walk failed: \($0.prefix(300))" } ?? ""
+            return "notifications of \(sync.app) (\(sync.environment.rawValue)) were \(when)\(error): any Apple failed to deliver since may be missing until the leading server walks it again, or `ledger appstore sync --app \(sync.app)` does"
+        }
         return LedgerHealth(
-            head: head, projections: current, heldBy: longHolder, problems: problems
+            head: head, projections: current, heldBy: longHolder, problems: problems, notificationSync: notificationSync, warnings: warnings
         )
     }
 }

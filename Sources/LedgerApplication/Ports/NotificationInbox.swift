@@ -23,6 +23,25 @@ public protocol NotificationInbox: Sendable {
     /// Notifications of the app's notifications stream that no user took: still waiting
     /// (recorded before `recordedBefore`, oldest first), or expired (newest first).
     func unclaimed(app: String, state: UnclaimedNotification.State, recordedBefore: Date?, limit: Int) async throws -> [UnclaimedNotification]
+
+    /// CONSUMPTION_REQUEST notifications recorded on users' streams since `recordedAfter` that no
+    /// answer was recorded for yet (`ConsumptionInformationSent`), oldest first.
+    func unansweredConsumptionRequests(recordedAfter: Date, limit: Int) async throws -> [ConsumptionRequestNotice]
+}
+
+/// A refund question of Apple's on a user's stream, waiting for its answer.
+public struct ConsumptionRequestNotice: Sendable, Hashable {
+    public let app: String
+    public let user: String
+    public let notification: AppStoreNotificationReceived
+    public let position: Int64
+
+    public init(app: String, user: String, notification: AppStoreNotificationReceived, position: Int64) {
+        self.app = app
+        self.user = user
+        self.notification = notification
+        self.position = position
+    }
 }
 
 /// A notification the app's notifications stream holds that no user took.

@@ -26,6 +26,11 @@ public enum TransactionHistoryError: Error, Sendable, Hashable, CustomStringConv
     case transactionNotFound(String)
     /// Apple asked to slow down (429): nothing more is asked before `until`.
     case rateLimited(until: Date?, String)
+    /// Apple knows no such thing (an order, a test notification not tried yet), in words.
+    case notFound(String)
+    /// Apple refused the request itself (a 400 with its error code): the same request gets the
+    /// same answer, so it is not asked again.
+    case refused(String)
     /// Anything else, in words (the key refused, Apple unreachable, an answer that cannot be read).
     case failed(String)
 
@@ -33,6 +38,8 @@ public enum TransactionHistoryError: Error, Sendable, Hashable, CustomStringConv
         switch self {
         case .transactionNotFound(let id): "the App Store knows no transaction \(id) in this environment (404)"
         case .rateLimited(_, let reason): reason
+        case .notFound(let reason): reason
+        case .refused(let reason): reason
         case .failed(let reason): reason
         }
     }

@@ -78,17 +78,28 @@ public struct BackfillHistory: Sendable {
         guard !transactions.isEmpty else {
             throw BackfillError("the App Store's history of \(transactionId) in \(used.rawValue) lists no transaction; nothing was recorded")
         }
+        let recording = try await recordFetched(transactions, renewalInfo: [], askedAbout: transactionId, app: app, user: user, environment: used,
+                                                metadata: metadata)
+        return Result(environment: used, fetched: transactions.count, recording: recording)
+    }
+
+    /// Records what the App Store Server API answered about `askedAbout` (signed transactions,
+    /// renewal info, verified) for `user`, as a post with no device: the answer is kept as a
+    /// document, what the stream holds is a duplicate, another user's transactions stay theirs.
+    func recordFetched(
+        _ transactions: [HistoryTransaction], renewalInfo: [[String: String]], askedAbout: String, app: String, user: String,
+        environment: StoreEnvironment, metadata: [String: String]
+    ) async throws -> RecordAppStoreFacts.Recording {
         let signed = transactions.map(\.fields)
-        let text = try LedgerJSON.encode(signed)
-        let joined = text + "\n" + transactionId
+        let text = try LedgerJSON.encode(signed) + (renewalInfo.isEmpty ? "" : "\n" + LedgerJSON.encode(renewalInfo))
+        let joined = text + "\n" + askedAbout
         let document = AppStoreDocument(
             app: app, receiptHash: ContentHash.sha256Hex(joined), receiptData: joined, answerHash: ContentHash.sha256Hex(text),
-            environment: used.rawValue, status: 0, answeredAt: transactions.map(\.signedDate).max() ?? Date(), answer: Data(text.utf8)
+            environment: environment.rawValue, status: 0, answeredAt: transactions.map(\.signedDate).max() ?? Date(), answer: Data(text.utf8)
         )
-        let answer = AppStoreAnswer(receiptHash: document.receiptHash, answerHash: document.answerHash, environment: used, status: 0,
-                                    answeredAt: document.answeredAt, transactions: signed, renewalInfo: [])
-        let recording = try await recorder.record(answer, document: document, post: .init(app: app, userId: user, deviceId: "", metadata: metadata))
-        return Result(environment: used, fetched: transactions.count, recording: recording)
+        let answer = AppStoreAnswer(receiptHash: document.receiptHash, answerHash: document.answerHash, environment: environment, status: 0,
+                                    answeredAt: document.answeredAt, transactions: signed, renewalInfo: renewalInfo)
+        return try await recorder.record(answer, document: document, post: .init(app: app, userId: user, deviceId: "", metadata: metadata))
     }
 
     /// The app's App Store Server API key, nil when it has none; refusals in words.

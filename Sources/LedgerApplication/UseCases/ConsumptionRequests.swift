@@ -5,15 +5,38 @@ import LedgerDomain
 /// a refund), newest first, each with what the ledger knows that Apple's consumption information
 /// asks for: how much of the product the user bought and used, whether the purchase was
 /// delivered, finished or already refunded; and for the account, when the user first paid and what
-/// they paid and had refunded, per currency, in the request's environment. From the user's stream
-/// itself, so the figures are the log's at its last position.
+/// they paid and had refunded, per currency, in the request's environment; and the ledger's own
+/// answer to Apple (`AnswerConsumptionRequests`): what it sent and Apple's answer, what it is
+/// about to send, or why it does not answer. From the user's stream itself, so the figures are
+/// the log's at its last position.
 public struct ConsumptionRequests: Sendable {
     /// Every request of one user, as of the stream's last position.
     public struct Report: Encodable, Sendable {
         public let userId: String
         /// The position of the user's latest event: what the answer is as of.
         public let position: Int64
+        /// Whether the user consented to Apple being told how they used their purchases, as the
+        /// app last reported; null when it never did.
+        @NullWhenAbsent public var customerConsented: Bool?
         public let requests: [Request]
+    }
+
+    /// The ledger's answer to one request.
+    public struct Answer: Encodable, Sendable {
+        /// `accepted` (Apple took it), `refused` (Apple refused it: `detail` says why), `pending`
+        /// (to be sent by the leading server's next pass), `not_answered` (`detail` says why).
+        public let state: String
+        @NullWhenAbsent public var detail: String?
+        /// Until when Apple takes an answer (12 hours after its request).
+        public let answerBy: Date
+        /// When it was sent and where that is in the log, for a sent answer.
+        @NullWhenAbsent public var sentAt: Date?
+        @NullWhenAbsent public var position: Int64?
+        /// What was sent, or is to be sent.
+        @NullWhenAbsent public var deliveryStatus: String?
+        @NullWhenAbsent public var consumptionPercentage: Int?
+        @NullWhenAbsent public var refundPreference: String?
+        @NullWhenAbsent public var sampleContentProvided: Bool?
     }
 
     /// One request, with the figures Apple asks for. Absent values are written as null, so every
@@ -35,6 +58,7 @@ public struct ConsumptionRequests: Sendable {
         public let finished: Bool
         public let refunded: Bool
         @NullWhenAbsent public var account: Account?
+        public let answer: Answer
     }
 
     /// What the account paid and had refunded in one environment, per currency.
@@ -52,20 +76,30 @@ public struct ConsumptionRequests: Sendable {
     }
 
     let reader: UserStreamReader
+    let directory: any AppDirectory
+    let window: Duration
 
-    public init(reader: UserStreamReader) {
+    public init(reader: UserStreamReader, directory: any AppDirectory, window: Duration = AnswerConsumptionRequests.Configuration().window) {
         self.reader = reader
+        self.directory = directory
+        self.window = window
     }
 
     /// The user's requests; throws `DecisionError.unknownUser` for a user with no event.
-    public func callAsFunction(app: String, user: String) async throws -> Report {
+    public func callAsFunction(app: String, user: String, now: Date = Date()) async throws -> Report {
         let state = try await reader.state(app: app, user: user)
         guard state.version > 0 else { throw ReadError.unknownUser(user) }
-        return Self.report(user: user, state: state)
+        let settings = try await directory.consumptionAnswerSettings(of: app)
+        // A key that cannot be opened here cannot be opened by the answering server either.
+        let hasKey = ((try? await directory.serverAPIKey(of: app)) ?? nil) != nil
+        return Self.report(user: user, state: state, settings: settings, hasKey: hasKey, now: now, window: window)
     }
 
-    /// The report of a user's stream: a pure function of the facts.
-    public static func report(user: String, state: UserLedger) -> Report {
+    /// The report of a user's stream: a pure function of the facts, the app's settings and the time.
+    public static func report(
+        user: String, state: UserLedger, settings: ConsumptionAnswerSettings = .init(), hasKey: Bool = false, now: Date = Date(),
+        window: Duration = AnswerConsumptionRequests.Configuration().window
+    ) -> Report {
         let items = state.facts.notifications.filter { $0.type == "CONSUMPTION_REQUEST" }.reversed().map { notification -> Request in
             let transaction = notification.transactionId.flatMap { state.transactions[$0] }
             let product = transaction?.productId
@@ -82,10 +116,30 @@ public struct ConsumptionRequests: Sendable {
                 } ?? false,
                 finished: notification.transactionId.map(state.isFinished) ?? false,
                 refunded: transaction?.isRevoked ?? false,
-                account: transaction.map { account($0.environment, of: state) }
+                account: transaction.map { account($0.environment, of: state) },
+                answer: answer(to: notification, state: state, settings: settings, hasKey: hasKey, now: now, window: window)
             )
         }
-        return Report(userId: user, position: state.lastPosition, requests: items)
+        return Report(userId: user, position: state.lastPosition, customerConsented: state.consumptionConsent, requests: items)
+    }
+
+    private static func answer(
+        to notification: TransactionFacts.Notification, state: UserLedger, settings: ConsumptionAnswerSettings, hasKey: Bool, now: Date, window: Duration
+    ) -> Answer {
+        let answerBy = notification.signedDate + window.inSeconds
+        switch AnswerConsumptionRequests.plan(for: notification, state: state, settings: settings, hasKey: hasKey, now: now, window: window) {
+        case .answered(let answer):
+            let sent = answer.sent
+            return Answer(state: sent.accepted ? "accepted" : "refused", detail: sent.detail, answerBy: answerBy, sentAt: answer.recordedAt,
+                          position: answer.position, deliveryStatus: sent.deliveryStatus, consumptionPercentage: sent.consumptionPercentage,
+                          refundPreference: sent.refundPreference, sampleContentProvided: sent.sampleContentProvided)
+        case .send(_, _, let information):
+            return Answer(state: "pending", detail: "sent by the server leading the projections at its next pass (every minute)", answerBy: answerBy,
+                          deliveryStatus: information.deliveryStatus, consumptionPercentage: information.consumptionPercentage,
+                          refundPreference: information.refundPreference, sampleContentProvided: information.sampleContentProvided)
+        case .notAnswered(let why):
+            return Answer(state: "not_answered", detail: why, answerBy: answerBy)
+        }
     }
 
     private static func account(_ environment: StoreEnvironment, of state: UserLedger) -> Account {

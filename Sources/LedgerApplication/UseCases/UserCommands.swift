@@ -102,6 +102,19 @@ public struct UserCommands: Sendable {
         return (false, try await handler.reader.definitionPosition(of: product.productId, app: app) ?? 0)
     }
 
+    /// The app reports whether the user consented to Apple being told how they used their
+    /// purchases when they ask for a refund (or withdrew consent); recorded when it changes.
+    /// Answers the position of the user's latest event and whether this call changed the consent.
+    public func recordConsumptionConsent(
+        _ consented: Bool, user: String, app: String, metadata: [String: String]
+    ) async throws -> (position: Int64, changed: Bool) {
+        let outcome = try await handler.execute(app: app, user: user, metadata: metadata) { state, _ in
+            (UserDecisions.recordConsumptionConsent(consented, on: state), ())
+        }
+        if case .appended(let position, _)? = outcome.append?.outcomes.first { return (position, true) }
+        return (try await handler.position(of: outcome, app: app, user: user), false)
+    }
+
     /// The app's server binds an `appAccountToken` to the user (a new random one when `token` is
     /// nil): App Store notifications carrying it, whose transaction no user holds, become the
     /// user's. A token is one user's for ever; bound to another user, it is refused. Answers the

@@ -23,6 +23,8 @@ public enum UserEvent: Hashable, Sendable {
     case renewalInfoObserved(RenewalInfoObserved)
     case appStoreNotificationReceived(AppStoreNotificationReceived)
     case appAccountTokenBound(AppAccountTokenBound)
+    case consumptionConsentRecorded(ConsumptionConsentRecorded)
+    case consumptionInformationSent(ConsumptionInformationSent)
 
     /// Decodes by stored type name; an unknown name is an error, never silently skipped.
     public init(type: String, data: String) throws {
@@ -48,6 +50,8 @@ public enum UserEvent: Hashable, Sendable {
         case .renewalInfoObserved(let event): event
         case .appStoreNotificationReceived(let event): event
         case .appAccountTokenBound(let event): event
+        case .consumptionConsentRecorded(let event): event
+        case .consumptionInformationSent(let event): event
         }
     }
 
@@ -69,6 +73,8 @@ public enum UserEvent: Hashable, Sendable {
         entry(RenewalInfoObserved.self, UserEvent.renewalInfoObserved),
         entry(AppStoreNotificationReceived.self, UserEvent.appStoreNotificationReceived),
         entry(AppAccountTokenBound.self, UserEvent.appAccountTokenBound),
+        entry(ConsumptionConsentRecorded.self, UserEvent.consumptionConsentRecorded),
+        entry(ConsumptionInformationSent.self, UserEvent.consumptionInformationSent),
     ]
 
     private static let decoders = Dictionary(uniqueKeysWithValues: types.map { ($0.name.stored, $0.decode) })

@@ -42,6 +42,8 @@ public struct RecordedFact: Sendable, Hashable {
         case .purchaseRevoked(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "revocation", position: position)
         case .deviceRegistered: self.init(transactionId: nil, productId: nil, kind: "device", position: position)
         case .appAccountTokenBound: self.init(transactionId: nil, productId: nil, kind: "app_account_token", position: position)
+        case .consumptionConsentRecorded: self.init(transactionId: nil, productId: nil, kind: "consumption_consent", position: position)
+        case .consumptionInformationSent(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "consumption_answer", position: position)
         case .transactionFinished(let e): self.init(transactionId: e.transactionId, productId: nil, kind: "finish", position: position)
         case .purchaseFailed(let e): self.init(transactionId: nil, productId: e.productId, kind: "failure", position: position)
         case .itemConsumed(let e): self.init(transactionId: nil, productId: e.productId, kind: "consumption", position: position)

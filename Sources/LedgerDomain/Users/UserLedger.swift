@@ -213,6 +213,18 @@ public struct UserLedger: Hashable, Sendable {
     public private(set) var devices: Set<String> = []
     /// The `appAccountToken`s the app's server bound to this user (lower case).
     public private(set) var boundTokens: Set<String> = []
+    /// Whether the user consented to Apple being told how they used their purchases, as the app
+    /// last reported; nil when it never did.
+    public private(set) var consumptionConsent: Bool?
+    /// What was told Apple about each refund request, by its notification's UUID.
+    public private(set) var consumptionAnswers: [String: ConsumptionAnswer] = [:]
+
+    /// What was told Apple about a refund request, and where in the log.
+    public struct ConsumptionAnswer: Hashable, Sendable {
+        public let sent: ConsumptionInformationSent
+        public let position: Int64
+        public let recordedAt: Date?
+    }
     /// The facts the classifier reads.
     public private(set) var facts = TransactionFacts()
     public private(set) var consumed: [String: Int] = [:]
@@ -261,6 +273,12 @@ public struct UserLedger: Hashable, Sendable {
             return
         case .appAccountTokenBound(let event):
             boundTokens.insert(event.token)
+            return
+        case .consumptionConsentRecorded(let event):
+            consumptionConsent = event.consented
+            return
+        case .consumptionInformationSent(let event):
+            consumptionAnswers[event.notificationUUID] = ConsumptionAnswer(sent: event, position: position, recordedAt: recordedAt)
             return
         case .receiptPosted(let event):
             // A history fetched from the App Store names no device.

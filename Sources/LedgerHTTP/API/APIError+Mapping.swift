@@ -33,6 +33,8 @@ extension APIError {
             self = APIError.unprocessable(error.code.rawValue, error.message).field("signedPayload")
         case let error as BackfillError:
             self = .unavailable("appstore_unavailable", error.message)
+        case let error as AppStoreQueryError:
+            self = Self.appStoreQuery(error)
         case let error as AuditQueryError:
             self = Self.audit(error)
         case let error as ReceiptVerificationError:
@@ -108,6 +110,19 @@ extension APIError {
             return .unavailable(
                 "appstore_bad_response", "the App Store's answer could not be read (\(error.message)); nothing was recorded, retry later"
             )
+        }
+    }
+
+    /// Questions to the App Store Server API: the caller's input (400), an order Apple does not
+    /// know (404), an app the ledger cannot ask about (409, until its key is added), Apple's
+    /// refusal (502) or absence (503, to retry).
+    private static func appStoreQuery(_ error: AppStoreQueryError) -> APIError {
+        switch error.code {
+        case .invalidInput: .invalidRequest(error.message)
+        case .orderNotFound: APIError(.notFound, error.code.rawValue, error.message)
+        case .noServerAPIKey, .notConfigured: .conflict(error.code.rawValue, error.message)
+        case .appStoreRefused: APIError(.badGateway, error.code.rawValue, error.message)
+        case .appStoreRateLimited, .appStoreUnavailable: .unavailable(error.code.rawValue, error.message)
         }
     }
 

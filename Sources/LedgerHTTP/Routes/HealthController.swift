@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import LedgerApplication
+import LedgerDomain
 
 /// `GET /health`: no auth; whether the database answers, how far the log has come, where each
 /// projection stands, and what (if anything) holds the ledger back. Constant time however long the
@@ -33,12 +34,23 @@ public struct HealthController: Sendable {
             let state: String?
         }
 
+        struct Sync: Encodable {
+            let app: String
+            let environment: String
+            @NullWhenAbsent var syncedThrough: Date?
+            @NullWhenAbsent var lastRunAt: Date?
+            @NullWhenAbsent var lastError: String?
+            let behind: Bool
+        }
+
         let status: String
         let database: String
         let logHead: Int64?
         let projections: [Projection]
         let followersHeldBy: Transaction?
         let problems: [String]
+        var notificationSync: [Sync] = []
+        var warnings: [String] = []
         let error: String?
     }
 
@@ -87,6 +99,11 @@ public struct HealthController: Sendable {
                 .init(pid: $0.pid, ageSeconds: $0.seconds, user: $0.user, application: $0.application, state: $0.state)
             },
             problems: health.problems,
+            notificationSync: health.notificationSync.map {
+                .init(app: $0.app, environment: $0.environment.rawValue, syncedThrough: $0.syncedThrough, lastRunAt: $0.lastRunAt,
+                      lastError: $0.lastError, behind: $0.behind)
+            },
+            warnings: health.warnings,
             error: nil
         )
     }

@@ -88,19 +88,12 @@ extension LedgerAPI {
             throw APIError(.unauthorized, "invalid_signature",
                            "the payload is not one the App Store signed for this app (the server's log says which check failed); nothing was recorded")
         }
-        let signed = verified.notification
-        let environment = try Self.environment(of: signed.payloadEnvironment, what: "notification")
-        let document = try Self.document(
-            app: app, jws: body.signedPayload,
-            decoded: signed.fields.merging(["notificationType": signed.notificationType, "notificationUUID": signed.notificationUUID,
-                                            "subtype": signed.subtype ?? ""]) { $1 },
-            environment: environment, signedDate: signed.signedDate
-        )
-        let notification = AppStoreNotificationReceived(
-            notificationUUID: signed.notificationUUID, notificationType: signed.notificationType, subtype: signed.subtype,
-            environment: environment, signedDate: signed.signedDate, fields: signed.fields,
-            transaction: verified.transaction?.fields, renewalInfo: verified.renewalInfo?.fields, payloadHash: document.receiptHash
-        )
+        guard let taken = try VerifiedNotification(jws: body.signedPayload, app: app, verified: verified) else {
+            _ = try Self.environment(of: verified.notification.payloadEnvironment, what: "notification")
+            throw APIError.unprocessable("invalid_environment", "the notification names no environment the ledger records; nothing was recorded")
+        }
+        let (notification, document) = (taken.notification, taken.document)
+        let environment = notification.environment
         let outcome = try await services.notifications(notification, document: document, app: app, metadata: Self.metadata(context))
         return try APIJSON.response(NotificationAnswer(
             notificationUUID: notification.notificationUUID, notificationType: notification.notificationType, subtype: notification.subtype,

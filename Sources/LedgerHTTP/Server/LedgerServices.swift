@@ -16,6 +16,8 @@ public struct LedgerServices: Sendable {
     public let waitingNotifications: WaitingNotifications
     /// Apple's refund questions, with the log's figures.
     public let consumptionRequests: ConsumptionRequests
+    /// Questions to Apple's App Store Server API: orders, subscription statuses, test notifications.
+    public let appStore: AppStoreQueries
     /// The user's stream itself (history) and the catalog, as the log holds them.
     public let reader: UserStreamReader
     public let store: any EventStore
@@ -34,7 +36,7 @@ public struct LedgerServices: Sendable {
 
     public init(
         commands: UserCommands, recordFacts: RecordAppStoreFacts, notifications: TakeInNotification, waitingNotifications: WaitingNotifications,
-        consumptionRequests: ConsumptionRequests, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
+        consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, background: [any Service] = []
     ) {
@@ -43,6 +45,7 @@ public struct LedgerServices: Sendable {
         self.notifications = notifications
         self.waitingNotifications = waitingNotifications
         self.consumptionRequests = consumptionRequests
+        self.appStore = appStore
         self.reader = reader
         self.store = store
         self.directory = directory

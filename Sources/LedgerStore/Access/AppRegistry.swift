@@ -79,6 +79,30 @@ public struct AppRegistry: AppDirectory, Sendable {
         throw AccessError.unknownApp(bundleID)
     }
 
+    /// How the app answers Apple's refund questions (migration 0019).
+    public func consumptionAnswerSettings(of bundleID: String) async throws -> ConsumptionAnswerSettings {
+        let rows = try await client.query("""
+            SELECT consumption_answers, consumption_refund_preference, consumption_sample_content
+            FROM ledger.apps WHERE bundle_id = \(bundleID)
+            """, logger: logger)
+        for try await (answering, preference, sample) in rows.decode((Bool, String?, Bool).self) {
+            return ConsumptionAnswerSettings(answering: answering, refundPreference: preference, sampleContentProvided: sample)
+        }
+        throw AccessError.unknownApp(bundleID)
+    }
+
+    /// Sets how the app answers Apple's refund questions, through the owner's function.
+    public func setConsumptionAnswerSettings(_ settings: ConsumptionAnswerSettings, of bundleID: String) async throws {
+        if let preference = settings.refundPreference, !ConsumptionAnswerSettings.refundPreferences.contains(preference) {
+            throw AccessError.invalidInput("the refund preference must be one of \(ConsumptionAnswerSettings.refundPreferences.joined(separator: ", ")), not \(preference)")
+        }
+        let rows = try await client.query("""
+            SELECT ledger.app_set_consumption_answers(\(bundleID), \(settings.answering), \(settings.refundPreference), \(settings.sampleContentProvided))
+            """, logger: logger)
+        for try await set in rows.decode(Bool.self) where set { return }
+        throw AccessError.unknownApp(bundleID)
+    }
+
     /// What a sealed Server API key is bound to: never opens as a shared secret, nor for another app.
     static func serverAPIKeyLabel(_ bundleID: String) -> String { "\(bundleID) server API key" }
 

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerApplication
+import LedgerDomain
 import Logging
 import PostgresNIO
 
@@ -11,7 +12,31 @@ extension LedgerHealth {
         // The status rows carry the head; with no projection registered yet it is read on its own.
         var head = statuses.first?.head
         if head == nil { head = try await PostgresEventStore(client: client, logger: logger).headPosition() }
-        return judge(statuses, head: head ?? 0, holder: holder, thresholds: thresholds)
+        return judge(statuses, head: head ?? 0, holder: holder, thresholds: thresholds,
+                     notificationSync: try await notificationSync(client, stale: thresholds.syncStale, logger: logger))
+    }
+
+    /// Every app with a Server API key, in both environments, with how far its notifications were
+    /// checked against Apple's history: one row per app and environment.
+    static func notificationSync(_ client: DatabasePool, stale: Duration, logger: Logger) async throws -> [NotificationSync] {
+        let rows = try await client.query(
+            """
+            SELECT a.bundle_id, e.environment, s.synced_through, s.last_run_at, s.last_error,
+                   s.synced_through IS NULL OR s.synced_through < now() - make_interval(secs => \(stale.inSeconds))
+            FROM ledger.apps a
+            CROSS JOIN (VALUES ('production'), ('sandbox')) AS e(environment)
+            LEFT JOIN ledger.notification_sync s ON s.app = a.bundle_id AND s.environment = e.environment
+            WHERE a.server_api_key_id IS NOT NULL
+            ORDER BY a.bundle_id, e.environment
+            """,
+            logger: logger
+        )
+        var found: [NotificationSync] = []
+        for try await (app, environment, synced, ran, error, behind) in rows.decode((String, String, Date?, Date?, String?, Bool).self) {
+            guard let environment = StoreEnvironment(rawValue: environment) else { continue }
+            found.append(NotificationSync(app: app, environment: environment, syncedThrough: synced, lastRunAt: ran, lastError: error, behind: behind))
+        }
+        return found
     }
 
     /// The session whose transaction is the followers' horizon, if one of this database is running.

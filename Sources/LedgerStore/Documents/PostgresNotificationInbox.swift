@@ -111,6 +111,29 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         return found
     }
 
+    /// CONSUMPTION_REQUESTs on users' streams since `recordedAfter` with no answer's key recorded
+    /// (`events_consumption_requests`, migration 0019, keeps this to the requests themselves).
+    public func unansweredConsumptionRequests(recordedAfter: Date, limit: Int) async throws -> [ConsumptionRequestNotice] {
+        let rows = try await client.query("""
+            SELECT n.stream_id, n.data::text, n."position"
+            FROM ledger.events n
+            WHERE n.event_type = \(AppStoreNotificationReceived.typeName.stored) AND n.data ->> 'notificationType' = 'CONSUMPTION_REQUEST'
+              AND n.stream_id LIKE 'user/%' AND n.recorded_at > \(recordedAfter)
+              AND NOT EXISTS (
+                  SELECT 1 FROM ledger.events a
+                  WHERE a.dedup_key = 'appstore/' || split_part(n.stream_id, '/', 2) || '/' || (n.data ->> 'environment')
+                                      || '/\(unescaped: DeduplicationKey.AppStoreKind.consumptionAnswer.rawValue)/' || (n.data ->> 'notificationUUID'))
+            ORDER BY n."position" LIMIT \(limit)
+            """, logger: logger)
+        var found: [ConsumptionRequestNotice] = []
+        for try await (stream, data, position) in rows.decode((String, String, Int64).self) {
+            guard case .user(let app, let user) = StreamID.kind(of: stream) else { continue }
+            found.append(ConsumptionRequestNotice(app: app, user: user, notification: try LedgerJSON.decode(AppStoreNotificationReceived.self, from: data),
+                                                  position: position))
+        }
+        return found
+    }
+
     /// The user of a stream of the app, nil for any other stream.
     public static func user(_ stream: String, app bundleID: String) -> String? {
         guard case .user(let app, let user) = StreamID.kind(of: stream), app == bundleID else { return nil }

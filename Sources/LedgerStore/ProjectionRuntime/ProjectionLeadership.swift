@@ -15,17 +15,22 @@ public struct ProjectionLeadership: Service {
     let runner: ProjectionRunner
     let configuration: PostgresConnection.Configuration
     let retryInterval: Duration
+    /// Work done by the leading server only, beside the projections (the walks of Apple's
+    /// notification history): started when it leads, cancelled when it stops leading.
+    let companions: [@Sendable () async -> Void]
     let logger: Logger
 
     /// The advisory lock's key (`pg_try_advisory_lock(bigint)`): "LEDGERPR" read as ASCII.
     static let lockKey: Int64 = 0x4C45_4447_4552_5052
 
     public init(
-        runner: ProjectionRunner, configuration: PostgresConnection.Configuration, retryInterval: Duration = .seconds(1), logger: Logger
+        runner: ProjectionRunner, configuration: PostgresConnection.Configuration, retryInterval: Duration = .seconds(1),
+        companions: [@Sendable () async -> Void] = [], logger: Logger
     ) {
         self.runner = runner
         self.configuration = configuration
         self.retryInterval = retryInterval
+        self.companions = companions
         self.logger = logger
     }
 
@@ -72,6 +77,13 @@ public struct ProjectionLeadership: Service {
     private func lead(while connection: PostgresConnection) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [runner] in try? await runner.run() }
+            for companion in companions {
+                // A companion ending does not end the lead: only the runner or the lock's session do.
+                group.addTask {
+                    await companion()
+                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3_600)) }
+                }
+            }
             group.addTask {
                 while !Task.isCancelled && !connection.isClosed {
                     try? await Task.sleep(for: .milliseconds(200))

@@ -196,7 +196,8 @@ struct APIHarness: Sendable {
                 // Transaction ids start from the wall clock's millisecond: a later start keeps the two apart.
                 try await Task.sleep(for: .milliseconds(5))
                 services.append(try AppStoreSimulator(
-                    configuration: .init(host: "127.0.0.1", port: 0, environment: .production, signingKey: signingKey), logger: logger
+                    configuration: .init(host: "127.0.0.1", port: 0, environment: .production, signingKey: signingKey, authority: authority),
+                    logger: logger
                 ) { productionPort.report($0) })
             }
             return try await withRunningServices(services, logger: logger) {
@@ -235,7 +236,8 @@ struct APIHarness: Sendable {
                                          entitlements: entitlementCacheUsers > 0 ? EntitlementRowCache(capacity: entitlementCacheUsers) : nil,
                                          logger: logger)
                 let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets,
-                                          serverAPI: .init(productionURL: simulatorBase + "/production", sandboxURL: simulatorBase + "/sandbox"),
+                                          serverAPI: .init(productionURL: (productionBase ?? simulatorBase) + "/production",
+                                                           sandboxURL: simulatorBase + "/sandbox"),
                                           changes: changes, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)

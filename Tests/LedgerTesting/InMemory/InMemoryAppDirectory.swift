@@ -7,6 +7,7 @@ public final class InMemoryAppDirectory: AppDirectory, Sendable {
     private struct State {
         var apps: [String: (sharedSecret: String?, serverAPIKey: ServerAPIKey?)] = [:]
         var keys: [String: APIKey] = [:]
+        var consumptionAnswers: [String: ConsumptionAnswerSettings] = [:]
     }
 
     private let state = Mutex(State())
@@ -48,5 +49,17 @@ public final class InMemoryAppDirectory: AppDirectory, Sendable {
     public func serverAPIKey(of bundleID: String) async throws -> ServerAPIKey? {
         guard let app = state.withLock({ $0.apps[bundleID] }) else { throw AccessError.unknownApp(bundleID) }
         return app.serverAPIKey
+    }
+
+    public func consumptionAnswerSettings(of bundleID: String) async throws -> ConsumptionAnswerSettings {
+        try state.withLock { state in
+            guard state.apps[bundleID] != nil else { throw AccessError.unknownApp(bundleID) }
+            return state.consumptionAnswers[bundleID] ?? ConsumptionAnswerSettings()
+        }
+    }
+
+    /// Sets how the app answers Apple's refund questions (as `ledger apps consumption-answers`).
+    public func setConsumptionAnswerSettings(_ settings: ConsumptionAnswerSettings, of bundleID: String) {
+        state.withLock { $0.consumptionAnswers[bundleID] = settings }
     }
 }

@@ -21,6 +21,9 @@ public struct InMemoryLedger: Sendable {
     public let notifications: TakeInNotification
     public let waitingNotifications: WaitingNotifications
     public let consumptionRequests: ConsumptionRequests
+    /// Refund questions answered, with an App Store Server API among the history sources.
+    public let answerConsumptionRequests: AnswerConsumptionRequests
+    public let appStore: AppStoreQueries
     /// With a history source: the queued fetches of unseen purchases' histories.
     public let origins: OriginBackfills?
 
@@ -38,15 +41,17 @@ public struct InMemoryLedger: Sendable {
         idempotency = InMemoryIdempotencyRecords()
         reads = InMemoryUserReads(store: store)
         commands = UserCommands(handler: handler)
-        let origins = history.map {
-            OriginBackfills(backfill: BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: directory, source: $0, logger: logger),
-                            logger: logger)
-        }
+        let backfill = history.map { BackfillHistory(handler: handler, archive: archive, inbox: inbox, directory: directory, source: $0, logger: logger) }
+        let origins = backfill.map { OriginBackfills(backfill: $0, logger: logger) }
         self.origins = origins
         recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
         notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: directory, logger: logger)
         waitingNotifications = WaitingNotifications(intake: notifications, logger: logger)
-        consumptionRequests = ConsumptionRequests(reader: handler.reader)
+        consumptionRequests = ConsumptionRequests(reader: handler.reader, directory: directory)
+        let server = history as? any AppStoreServer
+        answerConsumptionRequests = AnswerConsumptionRequests(handler: handler, inbox: inbox, directory: directory, server: server, logger: logger)
+        appStore = AppStoreQueries(server: server, backfill: backfill, directory: directory, inbox: inbox, reader: handler.reader, store: store,
+                                   logger: logger)
     }
 
     /// What the HTTP routes call, over this memory. The audit trail is a projection this ledger
@@ -55,7 +60,7 @@ public struct InMemoryLedger: Sendable {
     public func services(verifier: any ReceiptVerifier) -> LedgerServices {
         LedgerServices(
             commands: commands, recordFacts: recordFacts, notifications: notifications, waitingNotifications: waitingNotifications,
-            consumptionRequests: consumptionRequests,
+            consumptionRequests: consumptionRequests, appStore: appStore,
             reader: handler.reader, store: store, directory: directory, idempotency: idempotency, reads: reads,
             audit: AuditTrailNotKept(), health: InMemoryHealthCheck(store: store), availability: AlwaysAvailable(), verifier: verifier,
             background: origins.map { [OriginBackfillWorker(queue: $0)] } ?? []

@@ -71,6 +71,23 @@ public struct InMemoryNotificationInbox: NotificationInbox {
         return Array(found.prefix(limit))
     }
 
+    public func unansweredConsumptionRequests(recordedAfter: Date, limit: Int) async throws -> [ConsumptionRequestNotice] {
+        let events = await store.events
+        let keys = Set(events.compactMap(\.deduplicationKey))
+        var found: [ConsumptionRequestNotice] = []
+        for event in events where event.type == AppStoreNotificationReceived.typeName.stored && event.recordedAt > recordedAfter {
+            guard case .user(let app, let user) = StreamID.kind(of: event.streamID),
+                  let notification = try? LedgerJSON.decode(AppStoreNotificationReceived.self, from: event.data),
+                  notification.notificationType == "CONSUMPTION_REQUEST"
+            else { continue }
+            let answered = try DeduplicationKey.appStoreTransaction(app: app, environment: notification.environment, kind: .consumptionAnswer,
+                                                                    transactionID: notification.notificationUUID).rawValue
+            guard !keys.contains(answered) else { continue }
+            found.append(ConsumptionRequestNotice(app: app, user: user, notification: notification, position: event.position))
+        }
+        return Array(found.prefix(limit))
+    }
+
     static func user(_ stream: String, app bundleID: String) -> String? {
         guard case .user(let app, let user) = StreamID.kind(of: stream), app == bundleID else { return nil }
         return user
