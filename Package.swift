@@ -92,10 +92,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(
             name: "AppStore",
             dependencies: [
-                "LedgerDomain", "LedgerApplication", .asyncHTTPClient, .crypto, .asn1, .x509, .logging, .nioCore, .nioHTTP1, .metrics,
+                "LedgerDomain", "LedgerApplication", "CZlib", .asyncHTTPClient, .crypto, .asn1, .x509, .logging, .nioCore, .nioHTTP1, .metrics,
             ],
             resources: [.copy("Resources")],
             swiftSettings: swiftSettings

@@ -16,8 +16,9 @@ extension AppStoreSimulator {
         var price: String?
         var currency: String?
         var advancedCommerce: Bool?
+        var storefrontPrices: [String: SimulatedProduct.StorefrontPrice]?
     }
-    struct UserBody: Decodable { var userId: String? }
+    struct UserBody: Decodable { var userId: String?; var storefront: String? }
     struct PurchaseBody: Decodable { var userId: String; var bundleId: String; var productId: String; var quantity: Int? }
     struct RestoreBody: Decodable { var userId: String; var bundleId: String }
     struct CancelBody: Decodable {
@@ -35,7 +36,7 @@ extension AppStoreSimulator {
         var notificationURL: String?
         var products: [SimulatedProduct]
     }
-    struct UserView: Encodable { var userId: String }
+    struct UserView: Encodable { var userId: String; var storefront: String }
     struct ClockView: Encodable { var now: Date; var nowMs: Int64; var offsetSeconds: Double; var environment: StoreEnvironment }
     struct PurchaseView: Encodable {
         /// The new transaction; for a change of plan that waits for the next renewal, the current period's.
@@ -124,7 +125,7 @@ extension AppStoreSimulator {
                 SimulatedProduct(
                     productId: productId, type: body.type, duration: body.duration, group: body.group, level: body.level,
                     familyShareable: body.familyShareable ?? false, introOffer: body.introOffer, price: body.price, currency: body.currency,
-                    advancedCommerce: body.advancedCommerce ?? false
+                    advancedCommerce: body.advancedCommerce ?? false, storefrontPrices: body.storefrontPrices ?? [:]
                 )
             )
             return try Self.json(product)
@@ -132,9 +133,18 @@ extension AppStoreSimulator {
         admin.get("apps/:bundleId/products") { _, context -> Response in
             try Self.json(try await store.products(bundleId: try context.parameters.require("bundleId")))
         }
+        admin.get("apps/:bundleId/sales-reports/:date") { _, context -> Response in
+            let date = try context.parameters.require("date")
+            let text = try await store.salesReport(bundleId: try context.parameters.require("bundleId"), day: date)
+            var headers = HTTPFields()
+            headers[.contentType] = "application/a-gzip"
+            headers[.contentDisposition] = "attachment; filename=S_D_\(SimulatorStore.vendorNumber)_\(date.replacingOccurrences(of: "-", with: "")).txt.gz"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: Gzip.compress(Data(text.utf8)))))
+        }
         admin.post("users") { request, context -> Response in
             let body = try await Self.decode(UserBody.self, request, context, allowEmpty: true) ?? UserBody()
-            return try Self.json(UserView(userId: try await store.createUser(body.userId)), status: .created)
+            let userId = try await store.createUser(body.userId, storefront: body.storefront)
+            return try Self.json(UserView(userId: userId, storefront: body.storefront ?? "USA"), status: .created)
         }
         admin.get("users/:userId/apps/:bundleId") { _, context -> Response in
             let userId = try context.parameters.require("userId")

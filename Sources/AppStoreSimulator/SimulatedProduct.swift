@@ -25,6 +25,21 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     /// as Apple's `price` (in milliunits) and `currency`. Receipts never did.
     public let price: String?
     public let currency: String?
+    /// The price and currency in other App Store countries (keyed by ISO 3166-1 alpha-3
+    /// storefront); `price` and `currency` are the rest's.
+    public let storefrontPrices: [String: StorefrontPrice]
+
+    public struct StorefrontPrice: Codable, Hashable, Sendable {
+        public let price: String
+        public let currency: String
+    }
+
+    /// What a unit costs in `storefront`, and in what currency; nil for a product without a price.
+    public func price(in storefront: String) -> StorefrontPrice? {
+        if let local = storefrontPrices[storefront] { return local }
+        return price.map { StorefrontPrice(price: $0, currency: currency ?? "USD") }
+    }
+
     /// An Advanced Commerce API product: its signed transactions carry Apple's nested
     /// `advancedCommerceInfo` (descriptors, a list of items with their SKU and price, the tax).
     public let advancedCommerce: Bool
@@ -39,8 +54,10 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         introOffer: IntroOffer? = nil,
         price: String? = nil,
         currency: String? = nil,
-        advancedCommerce: Bool = false
+        advancedCommerce: Bool = false,
+        storefrontPrices: [String: StorefrontPrice] = [:]
     ) {
+        self.storefrontPrices = storefrontPrices
         self.advancedCommerce = advancedCommerce
         self.price = price
         self.currency = currency
@@ -54,7 +71,7 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier, price, currency, advancedCommerce
+        case productId, type, duration, group, level, familyShareable, introOffer, subscriptionGroupIdentifier, price, currency, advancedCommerce, storefrontPrices
     }
 
     /// Absent keys are absent features, so the products of earlier simulators still read.
@@ -70,7 +87,8 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
             introOffer: try container.decodeIfPresent(IntroOffer.self, forKey: .introOffer),
             price: try container.decodeIfPresent(String.self, forKey: .price),
             currency: try container.decodeIfPresent(String.self, forKey: .currency),
-            advancedCommerce: try container.decodeIfPresent(Bool.self, forKey: .advancedCommerce) ?? false
+            advancedCommerce: try container.decodeIfPresent(Bool.self, forKey: .advancedCommerce) ?? false,
+            storefrontPrices: try container.decodeIfPresent([String: StorefrontPrice].self, forKey: .storefrontPrices) ?? [:]
         )
     }
 
@@ -88,6 +106,7 @@ public struct SimulatedProduct: Codable, Hashable, Sendable {
         try container.encodeIfPresent(price, forKey: .price)
         try container.encodeIfPresent(currency, forKey: .currency)
         if advancedCommerce { try container.encode(advancedCommerce, forKey: .advancedCommerce) }
+        if !storefrontPrices.isEmpty { try container.encode(storefrontPrices, forKey: .storefrontPrices) }
     }
 
     /// "0.99" as Apple's milliunits (990); nil for text that is not a decimal with at most three places.

@@ -249,18 +249,19 @@ extension SimulatorSignedPayloads {
     ) -> [String: Any] {
         let trial = transaction.isTrialPeriod
         let revoked = transaction.cancellationDate
-        let unit = product?.price.flatMap(SimulatedProduct.milliunits)
+        let local = product?.price(in: transaction.storefront)
+        let unit = local.flatMap { SimulatedProduct.milliunits($0.price) }
         var fields = Self.transaction(
             transactionId: transaction.transactionId, originalTransactionId: transaction.originalTransactionId, bundleId: transaction.bundleId,
             productId: transaction.productId, type: transaction.productType, purchaseDate: transaction.purchaseDate,
             originalPurchaseDate: transaction.originalPurchaseDate, expiresDate: transaction.expiresDate, quantity: transaction.quantity,
-            price: unit.map { trial ? 0 : $0 * Int64(transaction.quantity) }, currency: unit.map { _ in product?.currency ?? "USD" },
+            price: unit.map { trial ? 0 : $0 * Int64(transaction.quantity) }, currency: unit.map { _ in local?.currency ?? "USD" },
             environment: environment,
             webOrderLineItemId: transaction.webOrderLineItemId, subscriptionGroupIdentifier: transaction.subscriptionGroupIdentifier,
             revocationDate: revoked, revocationReason: revoked == nil || transaction.isUpgraded ? nil : (transaction.cancellationReason ?? 0),
             isUpgraded: transaction.isUpgraded, offerType: trial || transaction.isInIntroOfferPeriod ? 1 : nil,
             offerDiscountType: trial ? "FREE_TRIAL" : (transaction.isInIntroOfferPeriod ? "PAY_AS_YOU_GO" : nil),
-            inAppOwnershipType: transaction.ownership.rawValue, signedDate: signedDate
+            inAppOwnershipType: transaction.ownership.rawValue, storefront: transaction.storefront, signedDate: signedDate
         )
         if revoked != nil, !transaction.isUpgraded {
             switch (transaction.ownership, transaction.revocationPercentage) {

@@ -53,6 +53,14 @@ extension SimulatorStore {
         if let currency = product.currency, !(currency.count == 3 && currency.allSatisfy { $0.isASCII && $0.isUppercase }) {
             throw SimulatorError.badRequest("currency '\(currency)' is not an ISO 4217 code such as USD")
         }
+        for (storefront, local) in product.storefrontPrices.sorted(by: { $0.key < $1.key }) {
+            guard CountryCodes.alpha2(fromAlpha3: storefront) != nil else {
+                throw SimulatorError.badRequest("storefrontPrices: '\(storefront)' is not an ISO 3166-1 alpha-3 country code such as FRA")
+            }
+            guard SimulatedProduct.milliunits(local.price) != nil, local.currency.count == 3, local.currency.allSatisfy({ $0.isASCII && $0.isUppercase }) else {
+                throw SimulatorError.badRequest("storefrontPrices.\(storefront): give a price such as \"1.09\" and an ISO 4217 currency such as EUR")
+            }
+        }
         var app = try apps[bundleId] ?? putApp(bundleId: bundleId, sharedSecret: nil)
         app.products[product.productId] = product
         apps[bundleId] = app
@@ -60,7 +68,10 @@ extension SimulatorStore {
     }
 
     /// Creates a test user; without an id one is made up (`user-1`, `user-2`, …).
-    func createUser(_ requested: String?) throws -> String {
+    func createUser(_ requested: String?, storefront: String? = nil) throws -> String {
+        if let storefront, CountryCodes.alpha2(fromAlpha3: storefront) == nil {
+            throw SimulatorError.badRequest("storefront '\(storefront)' is not an ISO 3166-1 alpha-3 country code such as USA, FRA or JPN")
+        }
         var userId: String
         if let requested {
             try Self.requireIdentifier(requested, "user id")
@@ -75,6 +86,7 @@ extension SimulatorStore {
             nextUserNumber += 1
         }
         users.insert(userId)
+        if let storefront { storefronts[userId] = storefront }
         return userId
     }
 

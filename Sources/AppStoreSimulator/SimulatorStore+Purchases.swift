@@ -177,6 +177,8 @@ extension SimulatorStore {
 
     @discardableResult
     func record(_ transaction: SimulatorTransaction) -> SimulatorTransaction {
+        var transaction = transaction
+        transaction.storefront = storefronts[transaction.userId] ?? "USA"
         transactions[transaction.transactionId] = transaction
         transactionsByUser[UserApp(userId: transaction.userId, bundleId: transaction.bundleId), default: []].append(transaction.transactionId)
         notifyNew(transaction)

@@ -95,6 +95,8 @@ actor SimulatorStore {
     var clockOffset: TimeInterval = 0
     var apps: [String: App] = [:]
     var users: Set<String> = []
+    /// Each user's App Store country (ISO 3166-1 alpha-3); "USA" when not given.
+    var storefronts: [String: String] = [:]
     var transactions: [String: SimulatorTransaction] = [:]
     var transactionsByUser: [UserApp: [String]] = [:]
     var subscriptions: [String: SimulatorSubscription] = [:]

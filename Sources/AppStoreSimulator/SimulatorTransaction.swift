@@ -47,6 +47,9 @@ public struct SimulatorTransaction: Codable, Hashable, Sendable {
     public let sharedTransactionId: String?
     /// When the app finished the transaction; a finished consumable leaves later receipts.
     public internal(set) var finishedAt: Date?
+    /// The buyer's App Store country (ISO 3166-1 alpha-3), as StoreKit's `storefront` says it: the
+    /// user's, set when the simulator records the transaction.
+    public internal(set) var storefront = "USA"
 
     init(
         transactionId: String,

@@ -91,6 +91,15 @@ public struct DeduplicationKey: Hashable, Sendable, CustomStringConvertible {
         return try DeduplicationKey(rawValue: "\(key.rawValue)/\(digest)")
     }
 
+    /// A sales report file of an app, by the SHA-256 of its bytes: `sales-report/<bundle id>/<hash>`,
+    /// so importing the same file again records nothing.
+    public static func salesReport(app bundleID: String, contentHash: String) throws(LedgerInputError) -> DeduplicationKey {
+        guard !bundleID.isEmpty, !bundleID.contains("/"), !contentHash.isEmpty, !contentHash.contains("/") else {
+            throw .invalidDeduplicationKey("a sales report key needs a bundle id and a hash without '/'")
+        }
+        return try DeduplicationKey(rawValue: "sales-report/\(bundleID)/\(contentHash)")
+    }
+
     /// The key of a client's command, from its `Idempotency-Key` (scoped to the app):
     /// `command/<bundle id>/<key>`, or the key's `digest` (hex) when the whole would pass 512 bytes. Set
     /// on the command's first event, it makes the append itself the claim: a command retried

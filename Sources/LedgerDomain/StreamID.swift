@@ -1,15 +1,17 @@
 /// The name of a stream: the unit of consistency of the log.
 ///
-/// Three kinds of stream exist, and this type alone spells and parses their names:
+/// Four kinds of stream exist, and this type alone spells and parses their names:
 /// `user/<bundle id>/<user id>`, one per (app, user) pair, which a command reads, decides on and
-/// appends to with the version it read; `catalog/<bundle id>`, the app's product definitions; and
-/// `notifications/<bundle id>`, App Store notifications no user of the app held yet.
+/// appends to with the version it read; `catalog/<bundle id>`, the app's product definitions;
+/// `notifications/<bundle id>`, App Store notifications no user of the app held yet; and
+/// `reports/<bundle id>`, Apple's sales reports received for the app.
 public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     /// What a stream is about, parsed from its name.
     public enum Kind: Hashable, Sendable {
         case user(app: String, user: String)
         case catalog(app: String)
         case notifications(app: String)
+        case reports(app: String)
     }
 
     public let rawValue: String
@@ -38,6 +40,11 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         try StreamID(notificationsPrefix + bundleID)
     }
 
+    /// Apple's sales reports of the app.
+    public static func reports(app bundleID: String) throws(LedgerInputError) -> StreamID {
+        try StreamID(reportsPrefix + bundleID)
+    }
+
     /// What every user stream of the app starts with, for prefix scans of the log.
     public static func userPrefix(app bundleID: String) -> String {
         "\(userPrefix)\(bundleID)/"
@@ -46,6 +53,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     private static let userPrefix = "user/"
     private static let catalogPrefix = "catalog/"
     private static let notificationsPrefix = "notifications/"
+    private static let reportsPrefix = "reports/"
 
     /// The kind of a stored stream name; nil for a name neither kind has.
     public static func kind(of rawValue: String) -> Kind? {
@@ -63,6 +71,10 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         if rawValue.hasPrefix(notificationsPrefix) {
             let app = String(rawValue.dropFirst(notificationsPrefix.count))
             return app.isEmpty ? nil : .notifications(app: app)
+        }
+        if rawValue.hasPrefix(reportsPrefix) {
+            let app = String(rawValue.dropFirst(reportsPrefix.count))
+            return app.isEmpty ? nil : .reports(app: app)
         }
         return nil
     }

@@ -35,6 +35,10 @@ public struct PostgresLedger: Sendable {
     public let answerConsumptionRequests: AnswerConsumptionRequests
     /// Orders, subscription statuses and test notifications, asked of Apple.
     public let appStoreQueries: AppStoreQueries
+    /// Apple's sales reports: kept, recorded, and the ledger's side of a reconciliation.
+    public let salesReports: PostgresSalesReports
+    public let importSalesReports: ImportSalesReports
+    public let reconcileSalesReports: ReconcileSalesReports
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -76,5 +80,8 @@ public struct PostgresLedger: Sendable {
         answerConsumptionRequests = AnswerConsumptionRequests(handler: handler, inbox: inbox, directory: registry, server: server, logger: logger)
         appStoreQueries = AppStoreQueries(server: server, backfill: backfill, directory: registry, inbox: inbox, reader: handler.reader, store: store,
                                           logger: logger)
+        salesReports = PostgresSalesReports(client: client, logger: logger)
+        importSalesReports = ImportSalesReports(store: store, archive: salesReports, directory: registry, logger: logger)
+        reconcileSalesReports = ReconcileSalesReports(reports: importSalesReports, reads: salesReports, reader: handler.reader, directory: registry)
     }
 }

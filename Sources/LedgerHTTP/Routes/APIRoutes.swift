@@ -74,6 +74,7 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/audit/summary", .finance),
         APIRoute(.get, "/v1/audit/unclassified", .finance),
         APIRoute(.get, "/v1/audit/restores", .finance),
+        APIRoute(.get, "/v1/audit/reconciliation", .finance),
     ]
 
     /// The methods the routes of `path` take, in the list's order, a GET route's HEAD too (the

@@ -78,6 +78,7 @@ public struct LedgerAPI: Sendable {
         audit.get("summary") { try await auditSummary($0, $1) }
         audit.get("unclassified") { try await auditUnclassified($0, $1) }
         audit.get("restores") { try await auditRestores($0, $1) }
+        audit.get("reconciliation") { try await auditReconciliation($0, $1) }
     }
 }
 

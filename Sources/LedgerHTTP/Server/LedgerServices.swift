@@ -30,6 +30,8 @@ public struct LedgerServices: Sendable {
     public let availability: any DatabaseAvailability
     /// Apple's `verifyReceipt`.
     public let verifier: any ReceiptVerifier
+    /// The ledger beside Apple's sales reports; nil where no store of reports is wired (memory).
+    public let reconciliation: ReconcileSalesReports?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -38,7 +40,8 @@ public struct LedgerServices: Sendable {
         commands: UserCommands, recordFacts: RecordAppStoreFacts, notifications: TakeInNotification, waitingNotifications: WaitingNotifications,
         consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
-        availability: any DatabaseAvailability, verifier: any ReceiptVerifier, background: [any Service] = []
+        availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
+        background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -55,6 +58,7 @@ public struct LedgerServices: Sendable {
         self.health = health
         self.availability = availability
         self.verifier = verifier
+        self.reconciliation = reconciliation
         self.background = background
     }
 }

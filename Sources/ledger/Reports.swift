@@ -1,0 +1,197 @@
+import AppStore
+import ArgumentParser
+import Foundation
+import LedgerApplication
+import LedgerCommandLine
+import LedgerDomain
+import LedgerStore
+import LocalPostgres
+
+struct Reports: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Apple's sales reports: import them, and reconcile the ledger with them.",
+        discussion: """
+            Apple's Summary Sales Report (App Store Connect > Sales and Trends > Reports, daily, or the App \
+            Store Connect API) counts, per reporting day, the units and money of each product by country, \
+            customer currency and price. Imported, each file is kept as received and its in-app purchase lines \
+            become a fact in the log; `reconcile` puts them beside the ledger's audit trail and explains every \
+            difference it can.
+            """,
+        subcommands: [Import.self, Reconcile.self]
+    )
+
+    /// Runs `body` with the ledger over the runtime role's connection.
+    static func withLedger<Result: Sendable>(
+        _ options: GlobalOptions, _ body: @escaping @Sendable (PostgresLedger) async throws -> Result
+    ) async throws -> Result {
+        let logger = try options.makeLogger()
+        let roles = try await options.databaseRoles(logger: logger)
+        try await roles.prepareSchema(logger: logger)
+        do {
+            return try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
+                try await body(PostgresLedger(client: client, logger: logger))
+            }
+        } catch let error as AccessError {
+            throw CommandFailure(message: error.message)
+        } catch let error as AuditQueryError {
+            throw CommandFailure(message: error.message)
+        }
+    }
+
+    struct Import: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import Apple's daily Summary Sales Report files for an app.",
+            discussion: """
+                Each FILE is a Summary Sales Report as App Store Connect gives it: tab-separated text, plain or \
+                gzip (S_D_<vendor>_<yyyymmdd>.txt.gz), any of Apple's report versions (columns are found by \
+                name). One file is one reporting day. Its in-app purchase lines are recorded as one fact \
+                (SalesReportReceived) and the file is kept byte for byte; app downloads and updates are counted, \
+                not recorded. The same file again records nothing; another file of a day already imported is \
+                Apple's correction and supersedes it (both stay in the log). A malformed file is refused with the \
+                line and column at fault, and nothing of it is recorded; the other files are still imported. \
+                Exit status 1 when any file was refused.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Option(help: ArgumentHelp("The reporting day (yyyy-MM-dd) of a file with no lines, when its name does not say it.", valueName: "date"))
+        var date: String?
+        @Argument(help: ArgumentHelp("Report files (.txt or .txt.gz).", valueName: "file")) var files: [String]
+
+        func validate() throws {
+            guard !files.isEmpty else { throw ValidationError("name at least one report file") }
+        }
+
+        func run() async throws {
+            var parsed: [(name: String, report: ReceivedSalesReport)] = []
+            var refused = 0
+            for path in files {
+                let name = URL(fileURLWithPath: path).lastPathComponent
+                do {
+                    let content = try Data(contentsOf: URL(fileURLWithPath: path))
+                    let hint = FileName(name)
+                    let file = try SalesReportParser.parse(content, reportDate: date ?? hint.date)
+                    parsed.append((name, ReceivedSalesReport(
+                        content: content, reportDate: file.reportDate, columns: file.columns, lines: file.lines, otherLines: file.otherLines,
+                        source: "file:\(name)", vendorNumber: hint.vendor
+                    )))
+                } catch let error as SalesReportError {
+                    refused += 1
+                    Output.error("\(name): \(error.message); nothing of it was recorded")
+                } catch {
+                    refused += 1
+                    Output.error("\(path): cannot be read (\(error.localizedDescription))")
+                }
+            }
+            let app = app
+            let reports = parsed
+            let outcomes = try await Reports.withLedger(options) { ledger in
+                var outcomes: [ImportSalesReports.Outcome] = []
+                for (_, report) in reports { outcomes.append(try await ledger.importSalesReports.record(report, app: app)) }
+                return outcomes
+            }
+            for ((name, report), outcome) in zip(parsed, outcomes) {
+                let lines = "\(report.lines.count) in-app purchase line(s)" + (report.otherLines > 0 ? ", \(report.otherLines) other" : "")
+                switch outcome.kind {
+                case .recorded:
+                    print("\(name): \(outcome.reportDate), \(lines): recorded at position \(outcome.position)")
+                case .superseding:
+                    print("\(name): \(outcome.reportDate), \(lines): a corrected report, recorded at position \(outcome.position); it supersedes \(outcome.supersedes?.prefix(12) ?? "")…, which stays in the log")
+                case .duplicate:
+                    print("\(name): \(outcome.reportDate): this file was imported before (position \(outcome.position)); nothing new")
+                }
+            }
+            if refused > 0 { throw ExitCode(1) }
+        }
+
+        /// What Apple's file names say: `S_D_<vendor>_<yyyymmdd>…`.
+        struct FileName {
+            let vendor: String?
+            let date: String?
+
+            init(_ name: String) {
+                let parts = name.split(separator: ".").first?.split(separator: "_") ?? []
+                guard parts.count >= 4, parts[0] == "S", parts[1] == "D", parts[3].count == 8, parts[3].allSatisfy(\.isNumber) else {
+                    vendor = nil
+                    date = nil
+                    return
+                }
+                let digits = Array(parts[3])
+                vendor = String(parts[2])
+                date = "\(String(digits[0..<4]))-\(String(digits[4..<6]))-\(String(digits[6..<8]))"
+            }
+        }
+    }
+
+    struct Reconcile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The ledger's sales beside Apple's reports, day by day, with every difference explained.",
+            discussion: """
+                Per Apple reporting day, product, country, customer currency and customer price: the units sold and \
+                refunded and their money as Apple's latest report of the day counts them, beside the ledger's \
+                production audit rows of the same day in the reporting time zone. A row that differs says why where \
+                the ledger can (a sale Apple reports the ledger never saw, one the ledger holds that Apple does not, \
+                a neighbouring day, another price, a refund on another day, verifyReceipt rows that name no country) \
+                and lists the ledger's transactions behind it. Sandbox rows are never in Apple's reports and are only \
+                counted. Exit status 0 when nothing differs, 2 when something does.
+                """
+        )
+
+        enum Format: String, ExpressibleByArgument, CaseIterable {
+            case table, csv, json
+        }
+
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Option(help: ArgumentHelp("First reporting day (yyyy-MM-dd).", valueName: "date")) var from: String
+        @Option(help: ArgumentHelp("Last reporting day (yyyy-MM-dd), included.", valueName: "date")) var to: String
+        @Option(help: ArgumentHelp("The reports' time zone: that of the agreement's territories (Pacific Time for worldwide agreements).",
+                                   valueName: "IANA name"))
+        var timeZone = ReconcileSalesReports.defaultTimeZone
+        @Option(help: "table, csv or json.") var format: Format = .table
+        @Flag(help: "List matched rows too (table format).") var all = false
+
+        func run() async throws {
+            let (app, from, to, timeZone) = (app, from, to, timeZone)
+            let reconciliation = try await Reports.withLedger(options) { ledger in
+                try await ledger.reconcileSalesReports.reconcile(app: app, from: from, to: to, timeZone: timeZone)
+            }
+            switch format {
+            case .csv: print(ReconciliationCSV.document(reconciliation), terminator: "")
+            case .json:
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+                print(String(decoding: try encoder.encode(reconciliation), as: UTF8.self))
+            case .table: printTable(reconciliation)
+            }
+            if reconciliation.rows.contains(where: { $0.status == .differs }) { throw ExitCode(2) }
+        }
+
+        private func printTable(_ reconciliation: Reconciliation) {
+            print("\(reconciliation.app): \(reconciliation.from) to \(reconciliation.to), reporting days in \(reconciliation.timeZone)")
+            for day in reconciliation.days {
+                let report = day.report.map { "report \($0.prefix(12))…" } ?? "no report imported"
+                print("  \(day.day)  \(report)  \(day.rows) row(s)\(day.differing > 0 ? ", \(day.differing) differ" : "")")
+            }
+            if reconciliation.sandboxUnits > 0 {
+                print("  sandbox: \(reconciliation.sandboxUnits) unit(s) in the ledger, never in Apple's reports (not compared)")
+            }
+            let shown = reconciliation.rows.filter { all || $0.status != .matched }
+            let matched = reconciliation.rows.count(where: { $0.status == .matched })
+            print("\(matched) of \(reconciliation.rows.count) row(s) match\(shown.isEmpty ? "" : ":")")
+            for row in shown {
+                let grain = [row.day, row.productId, row.country ?? "(no country)", row.currency ?? "(no currency)", row.price ?? "(unpriced)"]
+                print("\n  \(grain.joined(separator: "  "))  \(row.status.rawValue)")
+                print("    sold      Apple \(row.apple.unitsSold) (\(row.apple.amountSold))  ledger \(row.ledger.unitsSold) (\(row.ledger.amountSold))")
+                if row.apple.unitsRefunded + row.ledger.unitsRefunded > 0 {
+                    print("    refunded  Apple \(row.apple.unitsRefunded) (\(row.apple.amountRefunded))  ledger \(row.ledger.unitsRefunded) (\(row.ledger.amountRefunded))")
+                }
+                if let proceeds = row.appleProceeds { print("    Apple's proceeds \(proceeds) \(row.proceedsCurrency ?? "")") }
+                for explanation in row.explanations { print("    \(explanation.code.rawValue): \(explanation.message)") }
+                if !row.transactions.isEmpty { print("    transactions: \(row.transactions.joined(separator: " "))") }
+            }
+        }
+    }
+}

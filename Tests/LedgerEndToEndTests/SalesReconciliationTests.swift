@@ -1,0 +1,174 @@
+import AppStore
+import AppStoreSimulator
+import Foundation
+import LedgerApplication
+import LedgerDomain
+import LedgerHTTP
+import LedgerStore
+import LedgerTesting
+import NIOHTTP1
+import PostgresNIO
+import Testing
+
+/// Finance checks the ledger against Apple's own books: the production simulator writes Apple's
+/// Summary Sales Report of its sales; imported, it is reconciled with the ledger's audit trail,
+/// and every difference is one the test made on purpose, explained.
+@Suite struct SalesReconciliationTests {
+    static let app = APIHarness.app
+    static var webhookPath: String { "/v1/apps/\(app)/notifications" }
+
+    @Test func salesInSeveralCountriesReconcileAndWhatTheLedgerMissedIsNamedUntilRecovered() async throws {
+        let authority = try SimulatorCertificateAuthority()
+        try await APIHarness.run(productionSimulator: true, authority: authority) { api in
+            let prices: [String: Any] = ["price": "0.99", "currency": "USD",
+                                         "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
+            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
+                                        simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+            _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
+            try await api.giveServerAPIKey()
+
+            // Devices post what they bought, in three countries; Apple refunds one purchase.
+            for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN"), ("zed", "USA")] {
+                _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": user, "storefront": storefront])
+            }
+            var bought: [String: String] = [:]
+            for (user, product, quantity) in [("ann", "coins", 3), ("bea", "coins", 2), ("kei", "coins", 1), ("ann", "pro.monthly", 1),
+                                              ("bea", "pro.monthly", 1)] {
+                let purchase = try await Self.purchase(api, user, product, quantity: quantity)
+                bought["\(user)/\(product)"] = purchase.transactionId
+                let posted = try await api.postTransaction(user, device: "\(user)-phone", purchase.jws)
+                #expect(posted.status == 200, "\(posted.text)")
+            }
+            _ = try await api.productionSimulator(.POST, "/admin/transactions/\(bought["kei/coins"]!)/cancel", ["reason": 1])
+            try await Self.waitForDeliveries(api)
+            // A sandbox purchase: in the ledger, never in Apple's reports.
+            _ = try await api.simulator(.POST, "/admin/users", ["userId": "tess"])
+            let sandbox = try await api.simulator(.POST, "/admin/purchases", ["userId": "tess", "bundleId": Self.app, "productId": "coins", "quantity": 5])
+            let sandboxJWS = try #require(sandbox.json["signedTransaction"] as? String)
+            let sandboxPosted = try await api.postTransaction("tess", device: "tess-phone", sandboxJWS)
+            #expect(sandboxPosted.status == 200, "\(sandboxPosted.text)")
+
+            let day = try await Self.reportingDay(api)
+            let ledger = api.appStoreLedger()
+            let first = try await Self.importReport(api, ledger, day: day)
+            #expect(first.kind == .recorded && first.lines == 6, "\(first)")
+            try await Self.waitForAuditTrail(api)
+
+            let clean = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: day, to: day)
+            #expect(clean.rows.allSatisfy { $0.status == .matched }, "\(clean.rows.filter { $0.status != .matched })")
+            #expect(clean.sandboxUnits == 5 && clean.days.map(\.report) == [first.contentHash])
+            let frenchCoins = try #require(clean.rows.first { $0.productId == "coins" && $0.country == "FR" })
+            #expect(frenchCoins.currency == "EUR" && frenchCoins.price == "1.09" && frenchCoins.apple.unitsSold == 2 && frenchCoins.ledger.unitsSold == 2)
+            #expect(frenchCoins.apple.amountSold == "2.18" && frenchCoins.ledger.amountSold == "2.18" && frenchCoins.appleProceeds == "1.52")
+            let japan = try #require(clean.rows.first { $0.productId == "coins" && $0.country == "JP" })
+            #expect(japan.apple.unitsSold == 1 && japan.apple.unitsRefunded == 1 && japan.ledger.unitsRefunded == 1 && japan.apple.amountRefunded == "160")
+
+            // The same file again records nothing.
+            let again = try await Self.importReport(api, ledger, day: day)
+            #expect(again.kind == .duplicate && again.position == first.position)
+
+            // The ledger is deaf: three sales no device posts and whose notifications never come,
+            // and a refund of a purchase it holds.
+            _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)/notifications/dropped", ["dropped": true])
+            for quantity in [1, 2] { _ = try await Self.purchase(api, "zed", "coins", quantity: quantity) }
+            _ = try await api.productionSimulator(.POST, "/admin/transactions/\(bought["ann/coins"]!)/cancel", ["reason": 0])
+            let corrected = try await Self.importReport(api, ledger, day: day)
+            #expect(corrected.kind == .superseding && corrected.supersedes == first.contentHash, "\(corrected)")
+
+            let gap = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: day, to: day)
+            let differing = gap.rows.filter { $0.status == .differs }
+            let codes = differing.flatMap(\.explanations).map { "\($0.code.rawValue):\($0.units)" }.sorted()
+            #expect(codes == ["not_in_ledger:3", "refund_not_in_ledger:3"], "\(differing)")
+            let usCoins = try #require(differing.first { $0.productId == "coins" && $0.country == "US" })
+            #expect(usCoins.apple.unitsSold == 6 && usCoins.ledger.unitsSold == 3 && usCoins.apple.unitsRefunded == 3 && usCoins.ledger.unitsRefunded == 0)
+            #expect(usCoins.transactions == [bought["ann/coins"]!], "the drill-down names the ledger's transactions of the row")
+            #expect(gap.days.first?.differing == 1 && gap.days.first?.report == corrected.contentHash)
+
+            // Apple's notification history brings the refund back; the sales Apple alone knows remain.
+            let sync = try #require(ledger.syncNotifications)
+            _ = try await sync(app: Self.app, environment: .production)
+            try await Self.waitForAuditTrail(api)
+            let after = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: day, to: day)
+            let left = after.rows.filter { $0.status == .differs }.flatMap(\.explanations).map { "\($0.code.rawValue):\($0.units)" }
+            #expect(left == ["not_in_ledger:3"], "\(after.rows.filter { $0.status != .matched })")
+
+            // Finance reads it over HTTP, as JSON and CSV; a bad period is refused with what was wrong.
+            let json = try await api.send(.GET, "/v1/audit/reconciliation?from=\(day)&to=\(day)", key: api.keys["finance"])
+            #expect(json.status == 200 && (json.json["rows"] as? [[String: Any]])?.count == after.rows.count, "\(json.text)")
+            let csv = try await api.send(.GET, "/v1/audit/reconciliation?from=\(day)&to=\(day)", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+            #expect(csv.status == 200 && csv.text.hasPrefix("day,product_id,country,currency,price,apple_units_sold"))
+            #expect(csv.text.contains("not_in_ledger: 3 sale(s) Apple reports"))
+            let reversed = try await api.send(.GET, "/v1/audit/reconciliation?from=\(day)&to=2001-01-01", key: api.keys["finance"])
+            #expect(reversed.status == 400 && reversed.text.contains("is after to"), "\(reversed.text)")
+            let readKey = try await api.send(.GET, "/v1/audit/reconciliation?from=\(day)&to=\(day)", key: api.keys["read"])
+            #expect(readKey.status == 403)
+        }
+    }
+
+    @Test func aBrokenReportIsRefusedWithItsLineAndNothingIsRecorded() async throws {
+        try await APIHarness.run { api in
+            let header = "Provider\tSKU\tTitle\tProduct Type Identifier\tUnits\tDeveloper Proceeds\tBegin Date\tEnd Date\tCustomer Currency\tCountry Code\tCurrency of Proceeds\tApple Identifier\tCustomer Price\n"
+            let broken = header + "APPLE\tcoins\tCoins\tIA1\t2\t0.70\t11/01/2026\t11/01/2026\tUSD\tUS\tUSD\t123\t0.99\n"
+                + "APPLE\tcoins\tCoins\tIA1\tmany\t0.70\t11/01/2026\t11/01/2026\tUSD\tUS\tUSD\t123\t0.99\n"
+            #expect {
+                _ = try SalesReportParser.parse(Data(broken.utf8))
+            } throws: { error in
+                "\(error)".contains("line 3") && "\(error)".contains("Units")
+            }
+            let stream = try StreamID.reports(app: Self.app)
+            #expect(try await PostgresEventStore(client: api.client, logger: APIHarness.logger).readStream(stream, fromVersion: 1, limit: 10).isEmpty)
+        }
+    }
+
+    // MARK: Helpers
+
+    static func purchase(_ api: APIHarness, _ user: String, _ product: String, quantity: Int = 1) async throws -> (transactionId: String, jws: String) {
+        let bought = try await api.productionSimulator(.POST, "/admin/purchases", ["userId": user, "bundleId": app, "productId": product, "quantity": quantity])
+        guard let jws = bought.json["signedTransaction"] as? String,
+              let id = (bought.json["transaction"] as? [String: Any])?["transactionId"] as? String
+        else { throw HarnessError(message: "the simulator did not sell \(product) to \(user): \(bought.text)") }
+        return (id, jws)
+    }
+
+    /// Today in Apple's reporting time zone, by the simulator's clock.
+    static func reportingDay(_ api: APIHarness) async throws -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: ReconcileSalesReports.defaultTimeZone)!
+        let parts = calendar.dateComponents([.year, .month, .day], from: Date())
+        return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+    }
+
+    /// The production simulator's report of `day`, gzip as Apple delivers it, parsed and recorded.
+    static func importReport(_ api: APIHarness, _ ledger: PostgresLedger, day: String) async throws -> ImportSalesReports.Outcome {
+        let answer = try await api.productionSimulator(.GET, "/admin/apps/\(app)/sales-reports/\(day)")
+        guard answer.status == 200 else { throw HarnessError(message: "no report: \(answer.status) \(answer.text)") }
+        let content = answer.body
+        #expect(Gzip.isGzip(content), "Apple's reports come gzipped")
+        let file = try SalesReportParser.parse(content)
+        #expect(file.reportDate == day)
+        return try await ledger.importSalesReports.record(ReceivedSalesReport(
+            content: content, reportDate: file.reportDate, columns: file.columns, lines: file.lines, otherLines: file.otherLines,
+            source: "file:S_D_85000000_\(day.replacingOccurrences(of: "-", with: "")).txt.gz", vendorNumber: "85000000"
+        ), app: app)
+    }
+
+    /// Every notification the production simulator sent has been answered.
+    static func waitForDeliveries(_ api: APIHarness) async throws {
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let listed = try await api.productionSimulator(.GET, "/admin/notifications").json["notifications"] as? [[String: Any]] ?? []
+            if listed.allSatisfy({ $0["delivered"] as? Bool == true }) { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw HarnessError(message: "the production simulator's notifications were not all delivered")
+    }
+
+    /// The audit trail has caught up with the log's head (the route waits for it).
+    static func waitForAuditTrail(_ api: APIHarness) async throws {
+        var head = 0
+        for try await value in try await api.client.query("SELECT coalesce(max(\"position\"), 0)::int FROM ledger.events").decode(Int.self) { head = value }
+        let caughtUp = try await api.send(.GET, "/v1/audit/summary?minPosition=\(head)", key: api.keys["finance"])
+        guard caughtUp.status == 200 else { throw HarnessError(message: "the audit trail did not reach \(head): \(caughtUp.text)") }
+    }
+}
