@@ -42,7 +42,11 @@ import X509
             let long = try Self.notification(stranger.authority, chain: stranger.chain)
             let (took, answer) = try await Self.quickest(20) { try await api.postNotification(long) }
             #expect(answer.status == 401 && answer.errorCode == "invalid_signature", "\(answer.text)")
-            #expect(took < .milliseconds(50), "refused before any path search: \(took)")
+            // A path search over eight look-alikes tries up to 8! chains, seconds of signature
+            // checks; a refusal before any search is a few milliseconds. The bound tells the two
+            // apart with room for a loaded CI run (72 ms once, with the whole suite on two cores);
+            // the speed itself is the signed-payloads benchmark's.
+            #expect(took < .milliseconds(500), "refused before any path search: \(took)")
             // Three, as Apple's chain is, but a look-alike in the intermediate's place and the root's.
             let shaped = try Self.notification(stranger.authority, chain: Array(stranger.chain.prefix(3)))
             let (tookShaped, refused) = try await Self.quickest(5) { try await api.postNotification(shaped) }
