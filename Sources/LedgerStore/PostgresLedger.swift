@@ -82,6 +82,7 @@ public struct PostgresLedger: Sendable {
                                           logger: logger)
         salesReports = PostgresSalesReports(client: client, logger: logger)
         importSalesReports = ImportSalesReports(store: store, archive: salesReports, directory: registry, logger: logger)
-        reconcileSalesReports = ReconcileSalesReports(reports: importSalesReports, reads: salesReports, reader: handler.reader, directory: registry)
+        reconcileSalesReports = ReconcileSalesReports(reports: importSalesReports, reads: salesReports, reader: handler.reader, directory: registry,
+                                                      rules: salesReports)
     }
 }

@@ -17,7 +17,7 @@ struct Reports: AsyncParsableCommand {
             become a fact in the log; `reconcile` puts them beside the ledger's audit trail and explains every \
             difference it can.
             """,
-        subcommands: [Import.self, Reconcile.self]
+        subcommands: [Import.self, Reconcile.self, TaxRate.self, SmallBusiness.self]
     )
 
     /// Runs `body` with the ledger over the runtime role's connection.
@@ -189,9 +189,72 @@ struct Reports: AsyncParsableCommand {
                     print("    refunded  Apple \(row.apple.unitsRefunded) (\(row.apple.amountRefunded))  ledger \(row.ledger.unitsRefunded) (\(row.ledger.amountRefunded))")
                 }
                 if let proceeds = row.appleProceeds { print("    Apple's proceeds \(proceeds) \(row.proceedsCurrency ?? "")") }
+                if let source = row.proceedsSource {
+                    print("    ledger's proceeds \(row.ledgerProceeds.map { "\($0) \(row.ledgerProceedsCurrency ?? "")" } ?? "unknown") (\(source.rawValue))")
+                }
                 for explanation in row.explanations { print("    \(explanation.code.rawValue): \(explanation.message)") }
                 if !row.transactions.isEmpty { print("    transactions: \(row.transactions.joined(separator: " "))") }
             }
+        }
+    }
+
+    struct TaxRate: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "tax-rate",
+            abstract: "Show or set the share of a country's customer prices that is tax, for estimated proceeds.",
+            discussion: """
+                Where no imported report of Apple's covers a sale, its proceeds are estimated: the customer price net of \
+                tax, less Apple's commission (30 %; 15 % in the Small Business Program or for a subscription's renewals \
+                after a year). The tax is this share of the price in the buyer's country, from --from on: 0.1667 where \
+                prices include 20 % VAT (0.20 / 1.20), 0 where prices do not include tax (the United States, Canada). \
+                A country without a rate has unknown proceeds, never a guess. With no arguments, lists the rates.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "ISO 3166-1 alpha-2 country code (FR, JP, US).") var country: String?
+        @Argument(help: "The tax share of a price, from 0 to below 1.") var share: String?
+        @Option(help: ArgumentHelp("First day it applies (yyyy-MM-dd).", valueName: "date")) var from = "2000-01-01"
+
+        func validate() throws {
+            guard (country == nil) == (share == nil) else { throw ValidationError("give a country and its share, or neither to list the rates") }
+        }
+
+        func run() async throws {
+            let (country, share, from) = (country, share, from)
+            let rules = try await Reports.withLedger(options) { ledger in
+                if let country, let share { try await ledger.salesReports.setTaxRate(country: country.uppercased(), validFrom: from, share: share) }
+                return try await ledger.salesReports.rules(app: "")
+            }
+            if let country { print("\(country.uppercased()): tax is \(share ?? "") of the price from \(from) on") }
+            else if rules.taxRates.isEmpty { print("no tax rates: every estimate is unknown until one is set (`ledger reports tax-rate FR 0.1667`)") }
+            else {
+                print("country\tfrom\tshare")
+                for rate in rules.taxRates { print("\(rate.country)\t\(rate.validFrom)\t\(rate.share)") }
+            }
+        }
+    }
+
+    struct SmallBusiness: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "small-business",
+            abstract: "Record a period an app was in the App Store Small Business Program (15 % commission), for estimated proceeds.",
+            discussion: "Days from --from up to --to (excluded; open-ended without it), as the program's enrollment says. With --from alone on an existing period, ends nothing: give --to to end it."
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Option(help: ArgumentHelp("First day in the program (yyyy-MM-dd).", valueName: "date")) var from: String
+        @Option(help: ArgumentHelp("First day out of it (yyyy-MM-dd).", valueName: "date")) var to: String?
+
+        func run() async throws {
+            let (app, from, to) = (app, from, to)
+            let rules = try await Reports.withLedger(options) { ledger in
+                try await ledger.salesReports.setSmallBusiness(app: app, from: from, to: to)
+                return try await ledger.salesReports.rules(app: app)
+            }
+            print("\(app): in the Small Business Program")
+            for period in rules.smallBusiness { print("  from \(period.validFrom)\(period.validTo.map { " to \($0)" } ?? " on")") }
         }
     }
 }

@@ -76,3 +76,51 @@ import Testing
         #expect(result.days.map(\.differing) == [0, 2, 1] && result.days.map { $0.report != nil } == [false, true, false])
     }
 }
+
+/// Proceeds where no report of Apple's covers a row: the operator's tax table and programme
+/// periods, Apple's commission rules, and unknown rather than a guess.
+@Suite struct ProceedsEstimateTests {
+    static let rules = ProceedsRules(
+        taxRates: [.init(country: "FR", validFrom: "2000-01-01", share: "0.1667"), .init(country: "US", validFrom: "2000-01-01", share: "0"),
+                   .init(country: "FR", validFrom: "2026-11-10", share: "0.2")],
+        smallBusiness: [.init(validFrom: "2026-11-20", validTo: "2026-12-01")]
+    )
+
+    static func group(_ storefront: String?, _ price: String?, units: Int = 2, day: String = "2026-11-02", refund: Bool = false,
+                      pastAYear: Int = 0) -> LedgerSalesGroup {
+        LedgerSalesGroup(grain: .init(day: day, productId: "pro", storefront: storefront, currency: "EUR", price: price, refund: refund, sandbox: false),
+                         units: units, amount: nil, freeTrial: false, prorated: 0, pastAYearUnits: pastAYear)
+    }
+
+    @Test func theStandardCommissionIsTakenFromThePriceNetOfTheCountrysTax() throws {
+        // 5.49 × (1 − 0.1667) = 4.5748…, × 0.70 = 3.2024 → 3.20 a unit.
+        let estimate = try #require(Self.rules.estimate(Self.group("FRA", "5.49")))
+        #expect(estimate.amount == Decimal(string: "6.40") && estimate.source == .standard)
+        let refund = try #require(Self.rules.estimate(Self.group("FRA", "5.49", units: 1, refund: true)))
+        #expect(refund.amount == Decimal(string: "-3.20"))
+        // From 10 November, 20 %: 5.49 × 0.8 × 0.7 = 3.0744 → 3.07.
+        #expect(Self.rules.estimate(Self.group("FRA", "5.49", units: 1, day: "2026-11-12"))?.amount == Decimal(string: "3.07"))
+    }
+
+    @Test func theReducedCommissionAppliesInTheProgrammeAndToRenewalsPastAYear() throws {
+        let programme = try #require(Self.rules.estimate(Self.group("USA", "9.99", units: 1, day: "2026-11-25")))
+        #expect(programme.amount == Decimal(string: "8.49") && programme.source == .smallBusiness)  // 9.99 × 0.85 = 8.4915
+        let mixed = try #require(Self.rules.estimate(Self.group("USA", "9.99", units: 3, pastAYear: 1)))
+        #expect(mixed.amount == Decimal(string: "22.47") && mixed.source == .standardAndAfterOneYear)  // 2 × 6.99 + 8.49
+    }
+
+    @Test func withoutACountryItsTaxOrAPriceTheProceedsAreUnknown() {
+        #expect(Self.rules.estimate(Self.group(nil, "0.99")) == nil)
+        #expect(Self.rules.estimate(Self.group("JPN", "160")) == nil)
+        #expect(Self.rules.estimate(Self.group("USA", nil)) == nil)
+    }
+
+    @Test func aRowWithoutAReportLineIsEstimatedAndSaysSo() {
+        let result = Reconciliation.compare(app: "com.example", days: ["2026-11-02"], timeZone: "UTC", reports: [:],
+                                            ledger: [Self.group("FRA", "5.49")], products: ["pro"], rules: Self.rules)
+        #expect(result.rows.first?.ledgerProceeds == "6.4" && result.rows.first?.proceedsSource == .standard)
+        let unknown = Reconciliation.compare(app: "com.example", days: ["2026-11-02"], timeZone: "UTC", reports: [:],
+                                             ledger: [Self.group("JPN", "160")], products: ["pro"], rules: Self.rules)
+        #expect(unknown.rows.first?.ledgerProceeds == nil && unknown.rows.first?.proceedsSource == .unknown)
+    }
+}

@@ -61,6 +61,10 @@ import Testing
             let frenchCoins = try #require(clean.rows.first { $0.productId == "coins" && $0.country == "FR" })
             #expect(frenchCoins.currency == "EUR" && frenchCoins.price == "1.09" && frenchCoins.apple.unitsSold == 2 && frenchCoins.ledger.unitsSold == 2)
             #expect(frenchCoins.apple.amountSold == "2.18" && frenchCoins.ledger.amountSold == "2.18" && frenchCoins.appleProceeds == "1.52")
+            for row in clean.rows {
+                #expect(row.proceedsSource == .appleReport && row.ledgerProceeds == row.appleProceeds && row.ledgerProceedsCurrency == row.proceedsCurrency,
+                        "where Apple's report covers a row, the ledger's proceeds are Apple's: \(row)")
+            }
             let japan = try #require(clean.rows.first { $0.productId == "coins" && $0.country == "JP" })
             #expect(japan.apple.unitsSold == 1 && japan.apple.unitsRefunded == 1 && japan.ledger.unitsRefunded == 1 && japan.apple.amountRefunded == "160")
 
@@ -81,6 +85,8 @@ import Testing
             let codes = differing.flatMap(\.explanations).map { "\($0.code.rawValue):\($0.units)" }.sorted()
             #expect(codes == ["not_in_ledger:3", "refund_not_in_ledger:3"], "\(differing)")
             let usCoins = try #require(differing.first { $0.productId == "coins" && $0.country == "US" })
+            #expect(usCoins.appleProceeds == "2.07" && usCoins.ledgerProceeds == "2.07" && usCoins.proceedsSource == .appleReport,
+                    "Apple: 6 sold and 3 refunded at 0.69 a unit; the ledger: its 3 sold at Apple's 0.69: \(usCoins)")
             #expect(usCoins.apple.unitsSold == 6 && usCoins.ledger.unitsSold == 3 && usCoins.apple.unitsRefunded == 3 && usCoins.ledger.unitsRefunded == 0)
             #expect(usCoins.transactions == [bought["ann/coins"]!], "the drill-down names the ledger's transactions of the row")
             #expect(gap.days.first?.differing == 1 && gap.days.first?.report == corrected.contentHash)

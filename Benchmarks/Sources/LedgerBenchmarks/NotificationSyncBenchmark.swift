@@ -95,19 +95,19 @@ public struct NotificationSyncBenchmark: Sendable {
             let clock = ContinuousClock()
             var start = clock.now
             let primed = options.notifications > options.missing ? try await sync(app: Self.app, environment: .sandbox, since: since).recovered : 0
-            let primingSeconds = (clock.now - start).seconds
+            let primingSeconds = (clock.now - start).inSeconds
             // The baseline's table holds what the log holds before the timed walk.
             try await prepareBaseline()
             try await Self.synthetic(base, count: options.missing)
 
             start = clock.now
             let report = try await sync(app: Self.app, environment: .sandbox, since: since)
-            let seconds = (clock.now - start).seconds
+            let seconds = (clock.now - start).inSeconds
 
             start = clock.now
             let (baselineSeen, inserted) = try await baseline(base: base, key: AppStoreServerAPIKey(keyID: keyID, issuerID: issuerID, privateKeyPEM: pem),
                                                               since: since)
-            let baselineSeconds = (clock.now - start).seconds
+            let baselineSeconds = (clock.now - start).inSeconds
             try await client.query("DROP TABLE bench_sync_raw", logger: logger)
             return Result(notifications: options.notifications, primingSeconds: primingSeconds, primed: primed, seen: report.seen,
                           recovered: report.recovered, seconds: seconds, baselineSeen: baselineSeen, baselineInserted: inserted,
@@ -194,8 +194,4 @@ public struct NotificationSyncBenchmark: Sendable {
         }
         return (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView))) as? [String: Any] ?? [:]
     }
-}
-
-extension Duration {
-    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -21,7 +21,7 @@ struct Bench: AsyncParsableCommand {
             """,
         subcommands: [
             Append.self, Seed.self, History.self, Catalog.self, Rebuild.self, Verify.self, Signed.self, Load.self, Reads.self, Fuzz.self,
-            FaultyServe.self, Sync.self,
+            FaultyServe.self, Sync.self, Reconcile.self,
         ]
     )
 
@@ -230,6 +230,45 @@ struct Bench: AsyncParsableCommand {
             guard result.recovered == missing, result.seen == result.notifications else {
                 throw CommandFailure(message: "the walk recorded \(result.recovered) of \(missing) missing and saw \(result.seen) of \(result.notifications)")
             }
+        }
+    }
+
+    struct Reconcile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Reconcile a month of a large app with Apple's sales reports, against the same aggregation in one SQL statement.",
+            discussion: """
+                Runs in a scratch database <database>_bench on the same server (dropped afterwards). Writes --transactions \
+                purchases over 30 days straight into the live audit table (20 products, 12 storefronts and their \
+                currencies, 2 % refunded, 1 % sandbox), imports Apple's 30 daily reports made from the same sales plus a \
+                sale Apple alone knows in about one line in a hundred, then times `ledger reports reconcile` for the month \
+                (best of 3) against the grouping of the audit table it starts from, as one statement (best of 3).
+                """
+        )
+
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "Purchases in the month.")
+        var transactions = 1_000_000
+
+        @Flag(help: "Keep the scratch database for inspection.")
+        var keep = false
+
+        func run() async throws {
+            let logger = try options.makeLogger()
+            let roles = try await options.databaseRoles(logger: logger)
+            let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
+            Output.error("bench: scratch database \(scratch.runtime.database); \(transactions) transactions")
+            let transactions = transactions
+            let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, logger: logger) { client in
+                try await ReconciliationBenchmark(client: client, logger: logger).run(transactions: transactions) { Output.error("bench: \($0)") }
+            }
+            if !keep {
+                try await roles.drop(database: scratch.runtime.database, logger: logger)
+            }
+            Output.line("reconcile transactions=\(result.transactions) report_lines=\(result.reportLines)")
+            Output.line(String(format: "ledger reports reconcile   %6.2f s  (%d rows, %d differ)", result.seconds, result.rows, result.differing))
+            Output.line(String(format: "one SQL aggregation        %6.2f s  (%d groups)", result.baselineSeconds, result.baselineGroups))
+            Output.line(String(format: "ratio (reconcile / SQL): %.2f", result.ratio))
         }
     }
 

@@ -47,12 +47,16 @@ public struct LedgerSalesGroup: Sendable, Hashable {
     public let freeTrial: Bool
     /// Refund rows of a prorated refund among them.
     public let prorated: Int
+    /// Units of auto-renewable renewals more than a year after the subscription's first
+    /// transaction (Apple's reduced commission; the ledger does not subtract lapses).
+    public let pastAYearUnits: Int
 
-    public init(grain: Grain, units: Int, amount: String?, freeTrial: Bool, prorated: Int) {
+    public init(grain: Grain, units: Int, amount: String?, freeTrial: Bool, prorated: Int, pastAYearUnits: Int = 0) {
         self.grain = grain
         self.units = units
         self.amount = amount
         self.freeTrial = freeTrial
         self.prorated = prorated
+        self.pastAYearUnits = pastAYearUnits
     }
 }

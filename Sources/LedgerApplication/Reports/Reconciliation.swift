@@ -81,6 +81,12 @@ public struct Reconciliation: Sendable, Hashable, Codable {
         /// Apple's proceeds of the row (per-unit proceeds × units, refunds subtracted).
         public internal(set) var appleProceeds: String?
         public internal(set) var proceedsCurrency: String?
+        /// The developer's proceeds of the ledger's rows (refunds subtracted): from Apple's report
+        /// of the day where it has the row, else estimated (`ProceedsRules`); nil when unknown.
+        public internal(set) var ledgerProceeds: String?
+        public internal(set) var ledgerProceedsCurrency: String?
+        /// Where `ledgerProceeds` comes from; nil for a row the ledger has no units of.
+        public internal(set) var proceedsSource: ProceedsRules.Source?
         public internal(set) var status = Status.matched
         public internal(set) var explanations: [Explanation] = []
         /// The ledger's transactions behind a row that differs (at most 50), for the drill-down.
@@ -135,10 +141,14 @@ extension Reconciliation {
     /// product ids the app's catalog names.
     public static func compare(
         app: String, days: [String], timeZone: String, reports: [String: SalesReportReceived],
-        ledger groups: [LedgerSalesGroup], products: Set<String>
+        ledger groups: [LedgerSalesGroup], products: Set<String>, rules: ProceedsRules = ProceedsRules()
     ) -> Reconciliation {
         var rows: [Key: Row] = [:]
         var proceeds: [Key: Decimal] = [:]
+        /// Apple's per-unit proceeds and their currency at a grain, sales and refunds apart: units and their proceeds.
+        struct UnitProceeds { var units = 0; var total = Decimal(0); var currency = "" }
+        var reportedProceeds: [Key: [Bool: UnitProceeds]] = [:]
+        var ledgerGroups: [Key: [LedgerSalesGroup]] = [:]
         var open: [Key: Open] = [:]
         var freeTrial: Set<Key> = []
         var prorated: [Key: Int] = [:]
@@ -164,6 +174,11 @@ extension Reconciliation {
                 if let perUnit = DecimalText.parse(line.developerProceeds) {
                     proceeds[key, default: 0] += perUnit * Decimal(units)
                     entry.proceedsCurrency = line.proceedsCurrency
+                    var unit = reportedProceeds[key]?[units < 0] ?? UnitProceeds()
+                    unit.units += abs(units)
+                    unit.total += perUnit * Decimal(abs(units))
+                    unit.currency = line.proceedsCurrency
+                    reportedProceeds[key, default: [:]][units < 0] = unit
                 }
                 rows[key] = entry
             }
@@ -188,6 +203,7 @@ extension Reconciliation {
                 entry.ledger.amountSold = add(entry.ledger.amountSold, amount)
             }
             if group.freeTrial { freeTrial.insert(key) }
+            ledgerGroups[key, default: []].append(group)
             rows[key] = entry
         }
         for (key, entry) in rows {
@@ -202,11 +218,19 @@ extension Reconciliation {
         }
         let keys = rows.keys.sorted()
 
+        // Rows that can explain each other share a bucket: looking only inside it keeps the
+        // comparison linear in the rows, whatever the period.
+        func buckets<Bucket: Hashable>(_ bucket: (Key) -> Bucket) -> [Bucket: [Key]] {
+            Dictionary(grouping: keys, by: bucket)
+        }
+        struct SamePrice: Hashable { let day: String?; let productId: String; let country: String?; let currency: String?; let price: String? }
+
         // Rows without a country (verifyReceipt) against Apple's rows of the same day, product,
         // currency and price that the ledger lacks.
+        let byDayAndPrice = buckets { SamePrice(day: $0.day, productId: $0.productId, country: nil, currency: $0.currency, price: $0.price) }
         for key in keys where key.country == nil {
-            for other in keys where other.country != nil && other.day == key.day && other.productId == key.productId
-                && other.currency == key.currency && other.price == key.price {
+            for other in byDayAndPrice[SamePrice(day: key.day, productId: key.productId, country: nil, currency: key.currency, price: key.price)] ?? []
+            where other.country != nil {
                 for refund in [false, true] {
                     let taken = min(refund ? open[key]!.ledgerRefunded : open[key]!.ledgerSold,
                                     refund ? open[other]!.appleRefunded : open[other]!.appleSold)
@@ -222,9 +246,10 @@ extension Reconciliation {
 
         // The same units on a neighbouring day (sales), or any day of the period (refunds); only
         // between days whose reports are both imported.
-        for key in keys where reports[key.day] != nil {
-            for other in keys where other != key && reports[other.day] != nil && other.productId == key.productId && other.country == key.country
-                && other.currency == key.currency && other.price == key.price {
+        let byPrice = buckets { SamePrice(day: nil, productId: $0.productId, country: $0.country, currency: $0.currency, price: $0.price) }
+        for key in keys where reports[key.day] != nil && (open[key]!.ledgerSold > 0 || open[key]!.ledgerRefunded > 0) {
+            for other in byPrice[SamePrice(day: nil, productId: key.productId, country: key.country, currency: key.currency, price: key.price)] ?? []
+            where other != key && reports[other.day] != nil {
                 let sold = min(open[key]!.ledgerSold, open[other]!.appleSold)
                 if sold > 0, Self.daysApart(key.day, other.day) == 1 {
                     open[key]!.ledgerSold -= sold
@@ -243,9 +268,10 @@ extension Reconciliation {
         }
 
         // The same units at another price.
-        for key in keys {
-            for other in keys where other != key && other.day == key.day && other.productId == key.productId
-                && other.country == key.country && other.currency == key.currency {
+        let byDay = buckets { SamePrice(day: $0.day, productId: $0.productId, country: $0.country, currency: $0.currency, price: nil) }
+        for key in keys where open[key]!.ledgerSold > 0 {
+            for other in byDay[SamePrice(day: key.day, productId: key.productId, country: key.country, currency: key.currency, price: nil)] ?? []
+            where other != key {
                 let sold = min(open[key]!.ledgerSold, open[other]!.appleSold)
                 guard sold > 0 else { continue }
                 open[key]!.ledgerSold -= sold
@@ -296,6 +322,8 @@ extension Reconciliation {
                                                       message: "refunded \(entry.apple.amountRefunded) by Apple, \(entry.ledger.amountRefunded) by the ledger\(share)"))
             }
             if let total = proceeds[key] { entry.appleProceeds = DecimalText.format(total) }
+            Self.ledgerProceeds(of: &entry, groups: ledgerGroups[key] ?? [], reported: reportedProceeds[key]?.mapValues { ($0.units, $0.total, $0.currency) } ?? [:],
+                                rules: rules)
             entry.status = entry.explanations.isEmpty ? .matched
                 : entry.explanations.allSatisfy(\.code.isBenign) ? .explained : .differs
             rows[key] = entry
@@ -308,6 +336,39 @@ extension Reconciliation {
         }
         return Reconciliation(app: app, from: days.first ?? "", to: days.last ?? "", timeZone: timeZone, rows: ordered, days: dayRows,
                               sandboxUnits: sandboxUnits)
+    }
+
+    /// The ledger's proceeds of a row: Apple's per-unit proceeds of the day's matching line where
+    /// the report has one (sales and refunds apart), else the rules' estimate of each group.
+    private static func ledgerProceeds(
+        of row: inout Row, groups: [LedgerSalesGroup], reported: [Bool: (units: Int, total: Decimal, currency: String)], rules: ProceedsRules
+    ) {
+        guard !groups.isEmpty else { return }
+        var total = Decimal(0)
+        var sources: Set<ProceedsRules.Source> = []
+        var currencies: Set<String> = []
+        for group in groups {
+            if let line = reported[group.grain.refund], line.units > 0 {
+                let amount = line.total / Decimal(line.units) * Decimal(group.units)
+                total += group.grain.refund ? -amount : amount
+                sources.insert(.appleReport)
+                currencies.insert(line.currency)
+            } else if let estimate = rules.estimate(group) {
+                total += estimate.amount
+                sources.insert(estimate.source)
+                if let currency = group.grain.currency { currencies.insert(currency) }
+            } else {
+                row.proceedsSource = .unknown
+                return
+            }
+        }
+        guard currencies.count <= 1 else {
+            row.proceedsSource = .unknown  // never added across currencies
+            return
+        }
+        row.ledgerProceeds = DecimalText.format(total)
+        row.ledgerProceedsCurrency = currencies.first
+        row.proceedsSource = sources.count == 1 ? sources.first : .mixed
     }
 
     private static func add(_ text: String, _ value: Decimal) -> String {

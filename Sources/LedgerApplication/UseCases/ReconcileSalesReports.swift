@@ -18,12 +18,15 @@ public struct ReconcileSalesReports: Sendable {
     let reads: any SalesReads
     let reader: UserStreamReader
     let directory: any AppDirectory
+    let rules: (any ProceedsRulesStore)?
 
-    public init(reports: ImportSalesReports, reads: any SalesReads, reader: UserStreamReader, directory: any AppDirectory) {
+    public init(reports: ImportSalesReports, reads: any SalesReads, reader: UserStreamReader, directory: any AppDirectory,
+                rules: (any ProceedsRulesStore)? = nil) {
         self.reports = reports
         self.reads = reads
         self.reader = reader
         self.directory = directory
+        self.rules = rules
     }
 
     /// The reconciliation of `app` from `from` to `to` (`yyyy-MM-dd`, both included) in `timeZone`.
@@ -33,18 +36,22 @@ public struct ReconcileSalesReports: Sendable {
         async let latest = reports.latest(app: app, from: from, to: to)
         async let groups = reads.salesGroups(app: app, from: period.start, to: period.end, timeZone: timeZone)
         async let catalog = reader.catalog(app: app)
-        let (reported, ledger, products) = try await (latest, groups, catalog)
+        async let proceedsRules = rules?.rules(app: app) ?? ProceedsRules()
+        let (reported, ledger, products, estimates) = try await (latest, groups, catalog, proceedsRules)
         var reconciliation = Reconciliation.compare(
             app: app, days: period.days, timeZone: timeZone, reports: reported.mapValues(\.report), ledger: ledger,
-            products: Set(products.history.keys)
+            products: Set(products.history.keys), rules: estimates
         )
+        struct Grain: Hashable { let day, productId: String; let country, currency, price: String? }
+        let groupsByGrain = Dictionary(grouping: ledger.filter { !$0.grain.sandbox }) { group in
+            Grain(day: group.grain.day, productId: group.grain.productId, country: group.grain.storefront.flatMap(CountryCodes.alpha2(fromAlpha3:)),
+                  currency: group.grain.currency, price: group.grain.price.map(DecimalText.canonical))
+        }
         for index in reconciliation.rows.indices where reconciliation.rows[index].status != .matched {
             let row = reconciliation.rows[index]
             guard row.ledger.unitsSold + row.ledger.unitsRefunded > 0 else { continue }
             var found: [String] = []
-            for group in ledger where !group.grain.sandbox && group.grain.day == row.day && group.grain.productId == row.productId
-                && group.grain.storefront.flatMap(CountryCodes.alpha2(fromAlpha3:)) == row.country
-                && group.grain.currency == row.currency && group.grain.price.map(DecimalText.canonical) == row.price {
+            for group in groupsByGrain[Grain(day: row.day, productId: row.productId, country: row.country, currency: row.currency, price: row.price)] ?? [] {
                 found += try await reads.transactions(app: app, in: group.grain, timeZone: timeZone, limit: Self.drillDownLimit - found.count)
                 if found.count >= Self.drillDownLimit { break }
             }
