@@ -124,6 +124,7 @@ public struct AppStoreSimulator: Service {
         addVerifyRoute(to: router)
         addAdminRoutes(to: router)
         addServerAPIRoutes(to: router)
+        addSalesReportRoutes(to: router)
         addServerAPICallRoutes(to: router)
         let onServerRunning = self.onServerRunning
         return Application(

@@ -17,11 +17,14 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
     /// How many of the next App Store Server API calls answer 429 with Apple's `Retry-After` (a
     /// UNIX time in milliseconds, a second ahead).
     public var serverAPITooManyRequests: Int
+    /// How many of the next App Store Connect sales report calls answer 429 (`Retry-After: 1`).
+    public var connectTooManyRequests: Int
 
     public init(
         failNext: Int = 0, failStatus: Int = 21005, isRetryable: Bool = false, latencyMilliseconds: Int = 0,
-        trickleMilliseconds: Int = 0, serverAPITooManyRequests: Int = 0
+        trickleMilliseconds: Int = 0, serverAPITooManyRequests: Int = 0, connectTooManyRequests: Int = 0
     ) {
+        self.connectTooManyRequests = connectTooManyRequests
         self.failNext = failNext
         self.failStatus = failStatus
         self.isRetryable = isRetryable
@@ -31,7 +34,7 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case failNext, failStatus, isRetryable, latencyMilliseconds, trickleMilliseconds, serverAPITooManyRequests
+        case failNext, failStatus, isRetryable, latencyMilliseconds, trickleMilliseconds, serverAPITooManyRequests, connectTooManyRequests
     }
 
     /// Absent keys keep their defaults, so `{"failNext": 3}` is enough.
@@ -43,7 +46,8 @@ public struct SimulatorFaults: Codable, Hashable, Sendable {
             isRetryable: try container.decodeIfPresent(Bool.self, forKey: .isRetryable) ?? false,
             latencyMilliseconds: try container.decodeIfPresent(Int.self, forKey: .latencyMilliseconds) ?? 0,
             trickleMilliseconds: try container.decodeIfPresent(Int.self, forKey: .trickleMilliseconds) ?? 0,
-            serverAPITooManyRequests: try container.decodeIfPresent(Int.self, forKey: .serverAPITooManyRequests) ?? 0
+            serverAPITooManyRequests: try container.decodeIfPresent(Int.self, forKey: .serverAPITooManyRequests) ?? 0,
+            connectTooManyRequests: try container.decodeIfPresent(Int.self, forKey: .connectTooManyRequests) ?? 0
         )
     }
 }

@@ -108,6 +108,8 @@ actor SimulatorStore {
     var nextWebOrderId: Int64
     var nextUserNumber = 1
     var faults = SimulatorFaults()
+    /// The team's App Store Connect API keys: issuer and public key by key id.
+    var connectKeys: [String: (issuerID: String, publicKey: Data)] = [:]
     var notices: [Notice] = []
     /// Send Consumption Information calls received.
     var consumptionSent: [ConsumptionSent] = []

@@ -17,7 +17,7 @@ struct Reports: AsyncParsableCommand {
             become a fact in the log; `reconcile` puts them beside the ledger's audit trail and explains every \
             difference it can.
             """,
-        subcommands: [Import.self, Reconcile.self, TaxRate.self, SmallBusiness.self]
+        subcommands: [Import.self, Fetch.self, ConnectKey.self, Reconcile.self, TaxRate.self, SmallBusiness.self]
     )
 
     /// Runs `body` with the ledger over the runtime role's connection.
@@ -25,12 +25,17 @@ struct Reports: AsyncParsableCommand {
         _ options: GlobalOptions, _ body: @escaping @Sendable (PostgresLedger) async throws -> Result
     ) async throws -> Result {
         let logger = try options.makeLogger()
+        let secrets = try options.secretSealer()
         let roles = try await options.databaseRoles(logger: logger)
         try await roles.prepareSchema(logger: logger)
         do {
             return try await LedgerDatabase.withClient(roles.runtime, logger: logger) { client in
-                try await body(PostgresLedger(client: client, logger: logger))
+                try await body(PostgresLedger(client: client, secrets: secrets, logger: logger))
             }
+        } catch let error as SalesReportFetchError {
+            throw CommandFailure(message: error.message)
+        } catch let error as SecretError {
+            throw CommandFailure(message: error.message)
         } catch let error as AccessError {
             throw CommandFailure(message: error.message)
         } catch let error as AuditQueryError {
@@ -255,6 +260,88 @@ struct Reports: AsyncParsableCommand {
             }
             print("\(app): in the Small Business Program")
             for period in rules.smallBusiness { print("  from \(period.validFrom)\(period.validTo.map { " to \($0)" } ?? " on")") }
+        }
+    }
+
+    struct ConnectKey: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "connect-key",
+            abstract: "Give an app its App Store Connect API key and vendor number, for `ledger reports fetch`.",
+            discussion: """
+                A team key from App Store Connect (Users and Access > Integrations > App Store Connect API) with the \
+                Sales or Finance role: its key id, the issuer id, and the private key file (AuthKey_<key id>.p8, PEM); \
+                and the vendor number (Payments and Financial Reports, top left). This is not the In-App Purchase key \
+                of `ledger apps appstore-key`. The private key is stored sealed (AES-256-GCM) with the key of \
+                LEDGER_SECRET_KEY or LEDGER_SECRET_KEY_FILE; it is never logged, printed or returned. Running this \
+                again replaces the key.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Option(help: "The key's id in App Store Connect.") var keyId: String
+        @Option(help: "The issuer id of the team's keys.") var issuerId: String
+        @Option(help: ArgumentHelp("The private key file (.p8, PEM).", valueName: "file")) var privateKey: String
+        @Option(help: "The vendor number the app's reports are filed under.") var vendorNumber: String
+
+        func run() async throws {
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: privateKey, encoding: .utf8)
+            } catch {
+                throw CommandFailure(message: "cannot read the private key file '\(privateKey)': \(error.localizedDescription)")
+            }
+            let key = AppStoreConnectKey(keyID: keyId, issuerID: issuerId, privateKeyPEM: pem, vendorNumber: vendorNumber)
+            do {
+                _ = try AppStoreConnectReports(key: key).token(now: Date())
+            } catch let error as SalesReportFetchError {
+                throw CommandFailure(message: "\(privateKey): \(error.message)")
+            }
+            let app = app
+            try await Reports.withLedger(options) { ledger in try await ledger.registry.setAppStoreConnectKey(key, of: app) }
+            Output.line("\(app): App Store Connect key \(keyId) (issuer \(issuerId), vendor \(vendorNumber)) stored, its private key sealed")
+        }
+    }
+
+    struct Fetch: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Download Apple's daily Summary Sales Reports from App Store Connect and record them.",
+            discussion: """
+                One call per reporting day, each with one deadline; a 429 is waited out once (Retry-After) and then \
+                said. Each report is recorded as `ledger reports import` records a file: the same report again records \
+                nothing, a corrected one supersedes. A day Apple says had no sales is recorded as a report with no \
+                lines (the reconciliation then holds the ledger's sales of that day against nothing); a day not \
+                published yet (reports come the next morning) is said and skipped. Needs `ledger reports connect-key`; \
+                LEDGER_APPSTORE_CONNECT_URL points at the simulator instead of Apple. Exit status 1 when a day failed.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Option(help: ArgumentHelp("First reporting day (yyyy-MM-dd).", valueName: "date")) var from: String
+        @Option(help: ArgumentHelp("Last reporting day (yyyy-MM-dd), included.", valueName: "date")) var to: String
+
+        func run() async throws {
+            let (app, from, to) = (app, from, to)
+            let days = try await Reports.withLedger(options) { ledger -> [FetchSalesReports.Day] in
+                guard let key = try await ledger.registry.appStoreConnectKey(of: app) else {
+                    throw CommandFailure(message: "\(app) has no App Store Connect key: `ledger reports connect-key --app \(app) …`")
+                }
+                let source = AppStoreConnectReports(configuration: .fromEnvironment(), key: key)
+                return try await FetchSalesReports(source: source, importer: ledger.importSalesReports).fetch(app: app, from: from, to: to) { day in
+                    if let outcome = day.outcome {
+                        let what = switch outcome.kind {
+                        case .recorded: "recorded at position \(outcome.position)"
+                        case .superseding: "a corrected report, recorded at position \(outcome.position)"
+                        case .duplicate: "the same as recorded before (position \(outcome.position)); nothing new"
+                        }
+                        Output.line("\(day.day): \(outcome.lines) in-app purchase line(s): \(what)")
+                    } else {
+                        Output.line("\(day.day): \(day.failure ?? "not fetched")")
+                    }
+                }
+            }
+            if days.contains(where: { $0.outcome == nil }) { throw ExitCode(1) }
         }
     }
 }

@@ -1,5 +1,6 @@
 import AppStore
 import AppStoreSimulator
+import Crypto
 import Foundation
 import LedgerApplication
 import LedgerDomain
@@ -109,6 +110,51 @@ import Testing
             #expect(reversed.status == 400 && reversed.text.contains("is after to"), "\(reversed.text)")
             let readKey = try await api.send(.GET, "/v1/audit/reconciliation?from=\(day)&to=\(day)", key: api.keys["read"])
             #expect(readKey.status == 403)
+        }
+    }
+
+    @Test func reportsAreFetchedFromAppStoreConnectWithTheTeamsKeyADayWithoutSalesIncluded() async throws {
+        try await APIHarness.run(productionSimulator: true) { api in
+            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99"], simulatorOptions: ["price": "0.99", "currency": "USD"])
+            let made = try await api.productionSimulator(.POST, "/admin/connect-keys")
+            let key = AppStoreConnectKey(keyID: try #require(made.json["keyId"] as? String), issuerID: try #require(made.json["issuerId"] as? String),
+                                         privateKeyPEM: try #require(made.json["privateKey"] as? String),
+                                         vendorNumber: try #require(made.json["vendorNumber"] as? String))
+            let ledger = PostgresLedger(client: api.client, secrets: api.secrets, logger: APIHarness.logger)
+            try await ledger.registry.setAppStoreConnectKey(key, of: Self.app)
+            #expect(try await ledger.registry.appStoreConnectKey(of: Self.app) == key, "sealed, and opened again whole")
+
+            _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": "ann"])
+            let bought = try await Self.purchase(api, "ann", "coins", quantity: 2)
+            #expect(try await api.postTransaction("ann", device: "phone", bought.jws).status == 200)
+            try await Self.waitForAuditTrail(api)
+            let day = try await Self.reportingDay(api)
+            let before = try #require(Calendar(identifier: .gregorian).date(byAdding: .day, value: -1, to: ISO8601DateFormatter().date(from: day + "T12:00:00Z")!))
+            let yesterday = String(ISO8601DateFormatter().string(from: before).prefix(10))
+
+            // Apple asks to slow down once; the fetch waits its Retry-After and goes on.
+            _ = try await api.productionSimulator(.PUT, "/admin/faults", ["connectTooManyRequests": 1])
+            let source = AppStoreConnectReports(configuration: .init(baseURL: try #require(api.productionSimulatorBase)), key: key)
+            let fetch = FetchSalesReports(source: source, importer: ledger.importSalesReports)
+            let days = try await fetch.fetch(app: Self.app, from: yesterday, to: day)
+            #expect(days.map { $0.outcome?.kind } == [.recorded, .recorded], "\(days.map { $0.failure ?? "" })")
+            #expect(days.map { $0.outcome?.lines } == [0, 1], "no sales yesterday: a report with no lines")
+            let again = try await fetch.fetch(app: Self.app, from: day, to: day)
+            #expect(again.first?.outcome?.kind == .duplicate)
+
+            let reconciled = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: yesterday, to: day)
+            #expect(reconciled.rows.count == 1 && reconciled.rows.allSatisfy { $0.status == .matched } && reconciled.days.allSatisfy { $0.report != nil },
+                    "\(reconciled.rows)")
+
+            // Another team's key is refused, saying what the key needs.
+            let stranger = AppStoreConnectKey(keyID: "ABCDEFGHIJ", issuerID: key.issuerID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation,
+                                              vendorNumber: key.vendorNumber)
+            await #expect {
+                _ = try await AppStoreConnectReports(configuration: .init(baseURL: try #require(api.productionSimulatorBase)), key: stranger)
+                    .summarySalesReport(day: day)
+            } throws: { error in
+                (error as? SalesReportFetchError)?.code == .refused && "\(error)".contains("Sales or Finance role")
+            }
         }
     }
 

@@ -25,13 +25,16 @@ struct ChangeFeedTests {
     @Test("a key accepted once is accepted again from memory; a revocation in another session makes the next request refused")
     func revocationElsewhereForgetsAcceptedKeys() async throws {
         try await TestDatabase.withDatabase { client, settings in
+            // Another process (`ledger keys revoke`) has a registry of its own. The app and its keys
+            // are made before the feed listens: the app's announcement, delivered late on a loaded
+            // machine, would otherwise make the feed forget the keys accepted just after it.
+            let elsewhere = AppRegistry(client: client, logger: Self.logger)
+            try await elsewhere.addApp("com.example.keys", sharedSecret: nil)
+            let issued = try await elsewhere.createKey(app: "com.example.keys", scopes: [.read])
+            let other = try await elsewhere.createKey(app: "com.example.keys", scopes: [.read])
             try await Self.withFeed(client, settings) { feed in
-                // This server's registry keeps keys; another process (`ledger keys revoke`) has its own.
+                // This server's registry keeps keys.
                 let server = AppRegistry(client: client, logger: Self.logger, acceptedKeys: feed.keys)
-                let elsewhere = AppRegistry(client: client, logger: Self.logger)
-                try await elsewhere.addApp("com.example.keys", sharedSecret: nil)
-                let issued = try await elsewhere.createKey(app: "com.example.keys", scopes: [.read])
-                let other = try await elsewhere.createKey(app: "com.example.keys", scopes: [.read])
                 #expect(try await server.authenticate(issued.token)?.keyId == issued.key.keyId)
                 #expect(try await server.authenticate(other.token)?.keyId == other.key.keyId)
                 #expect(feed.keys.count == 2)

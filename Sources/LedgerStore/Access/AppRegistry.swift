@@ -79,6 +79,38 @@ public struct AppRegistry: AppDirectory, Sendable {
         throw AccessError.unknownApp(bundleID)
     }
 
+    /// Sets (or replaces) the app's App Store Connect API key and vendor number, the key sealed (migration 0022).
+    public func setAppStoreConnectKey(_ key: AppStoreConnectKey, of bundleID: String) async throws {
+        guard !key.vendorNumber.isEmpty, key.vendorNumber.count <= 20, key.vendorNumber.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw AccessError.invalidInput("the vendor number is digits (App Store Connect > Payments and Financial Reports shows it), not '\(key.vendorNumber)'")
+        }
+        guard let secrets else { throw SecretError.noKey("the App Store Connect key of \(bundleID) is stored sealed") }
+        let sealed = try secrets.seal(key.privateKeyPEM, app: Self.connectKeyLabel(bundleID))
+        let rows = try await client.query("""
+            SELECT ledger.app_set_connect_key(\(bundleID), \(key.keyID), \(key.issuerID), \(sealed), \(secrets.keyID), \(key.vendorNumber))
+            """, logger: logger)
+        for try await set in rows.decode(Bool.self) where set { return }
+        throw AccessError.unknownApp(bundleID)
+    }
+
+    /// The app's App Store Connect API key, nil when it has none.
+    public func appStoreConnectKey(of bundleID: String) async throws -> AppStoreConnectKey? {
+        let rows = try await client.query("""
+            SELECT connect_key_id, connect_issuer_id, connect_private_key_sealed, connect_sealed_with, connect_vendor_number
+            FROM ledger.apps WHERE bundle_id = \(bundleID)
+            """, logger: logger)
+        for try await (keyID, issuerID, sealed, sealedWith, vendor) in rows.decode((String?, String?, Data?, String?, String?).self) {
+            guard let keyID, let issuerID, let sealed, let sealedWith, let vendor else { return nil }
+            guard let secrets else { throw SecretError.noKey("the App Store Connect key of \(bundleID) is sealed with key \(sealedWith)") }
+            return AppStoreConnectKey(keyID: keyID, issuerID: issuerID,
+                                      privateKeyPEM: try secrets.open(sealed, sealedWith: sealedWith, app: Self.connectKeyLabel(bundleID)),
+                                      vendorNumber: vendor)
+        }
+        throw AccessError.unknownApp(bundleID)
+    }
+
+    static func connectKeyLabel(_ bundleID: String) -> String { "\(bundleID) App Store Connect key" }
+
     /// How the app answers Apple's refund questions (migration 0019).
     public func consumptionAnswerSettings(of bundleID: String) async throws -> ConsumptionAnswerSettings {
         let rows = try await client.query("""
