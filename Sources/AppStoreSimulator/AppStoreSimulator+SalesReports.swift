@@ -44,6 +44,9 @@ extension AppStoreSimulator {
             guard let day = query.get("filter[reportDate]") else {
                 return try Self.connectError(.badRequest, "PARAMETER_ERROR.REQUIRED", "filter[reportDate] is required.")
             }
+            if day > (await store.reportingToday) {
+                return try Self.connectError(.notFound, "NOT_FOUND", "The report is not available yet.")
+            }
             let text: String
             do {
                 text = try await store.salesReport(day: day)
@@ -102,6 +105,14 @@ extension SimulatorStore {
         let issuerID = UUID().uuidString.lowercased()
         connectKeys[keyID] = (issuerID, key.publicKey.x963Representation)
         return (keyID, issuerID, key.pemRepresentation)
+    }
+
+    /// Today in the reports' time zone (Pacific Time), by the simulator's clock: later days have no report yet.
+    var reportingToday: String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "America/Los_Angeles")!
+        let parts = calendar.dateComponents([.year, .month, .day], from: now)
+        return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
     }
 
     func connectKey(_ keyID: String) -> (issuerID: String, publicKey: Data)? { connectKeys[keyID] }

@@ -141,6 +141,13 @@ import Testing
             #expect(days.map { $0.outcome?.lines } == [0, 1], "no sales yesterday: a report with no lines")
             let again = try await fetch.fetch(app: Self.app, from: day, to: day)
             #expect(again.first?.outcome?.kind == .duplicate)
+            // Two days without sales are two facts; a day Apple has not published is said, not recorded.
+            let earlier = String(ISO8601DateFormatter().string(from: before.addingTimeInterval(-86_400)).prefix(10))
+            let tomorrow = String(ISO8601DateFormatter().string(from: before.addingTimeInterval(2 * 86_400)).prefix(10))
+            let quiet = try await fetch.fetch(app: Self.app, from: earlier, to: earlier)
+            #expect(quiet.first?.outcome?.kind == .recorded && quiet.first?.outcome?.lines == 0)
+            let future = try await fetch.fetch(app: Self.app, from: tomorrow, to: tomorrow)
+            #expect(future.first?.outcome == nil && future.first?.failure?.contains("no report of \(tomorrow) yet") == true, "\(future)")
 
             let reconciled = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: yesterday, to: day)
             #expect(reconciled.rows.count == 1 && reconciled.rows.allSatisfy { $0.status == .matched } && reconciled.days.allSatisfy { $0.report != nil },

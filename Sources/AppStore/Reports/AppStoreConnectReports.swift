@@ -58,7 +58,10 @@ public struct AppStoreConnectReports: SalesReportSource {
                 guard detail.lowercased().contains("no sales") else {
                     throw SalesReportFetchError.notAvailable("Apple has no report of \(day) yet (\(detail)): daily reports come the next morning")
                 }
-                return ReceivedSalesReport(content: body, reportDate: day, columns: [], lines: [], otherLines: 0,
+                // Apple's answer is the same for every such day: kept with the question it answers,
+                // so that each day's "no sales" is a fact of its own.
+                let answer = Data("GET /v1/salesReports vendor \(key.vendorNumber) reportDate \(day): 404\n".utf8) + body
+                return ReceivedSalesReport(content: answer, reportDate: day, columns: [], lines: [], otherLines: 0,
                                            source: "app-store-connect (no sales)", vendorNumber: key.vendorNumber)
             case 429:
                 let wait: Double = AppStoreServerAPI.retryAfter(headers.first(name: "Retry-After"), now: Date()).map { $0.timeIntervalSinceNow } ?? 60
