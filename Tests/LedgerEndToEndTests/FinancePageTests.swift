@@ -1,3 +1,4 @@
+import AppStoreSimulator
 import Foundation
 import LedgerApplication
 import LedgerDemo
@@ -230,6 +231,72 @@ import Testing
                 try await browser.screenshot("sandbox-390x844")
                 let overflow = try await browser.run("return document.documentElement.scrollWidth - document.documentElement.clientWidth") as? Int
                 #expect(overflow == 0, "the page is \(overflow ?? -1) px wider than a phone's screen")
+            }
+        }
+    }
+
+    @Test func theReconciliationViewShowsTheAPIsDifferencesDrillsIntoTheLedgersRowsAndDownloadsItsCSV() async throws {
+        let authority = try SimulatorCertificateAuthority()
+        try await APIHarness.run(productionSimulator: true, authority: authority) { api in
+            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09"],
+                                        simulatorOptions: ["price": "0.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"]]])
+            var annCoins = ""
+            for (user, storefront, posted) in [("ann", "USA", true), ("bea", "FRA", true), ("zed", "USA", false)] {
+                _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": user, "storefront": storefront])
+                let bought = try await SalesReconciliationTests.purchase(api, user, "coins", quantity: 2)
+                if posted { #expect(try await api.postTransaction(user, device: "phone", bought.jws).status == 200) }
+                if user == "ann" { annCoins = bought.transactionId }
+            }
+            let day = try await SalesReconciliationTests.reportingDay(api)
+            _ = try await SalesReconciliationTests.importReport(api, api.appStoreLedger(), day: day)
+            try await SalesReconciliationTests.waitForAuditTrail(api)
+            let query = "from=\(day)&to=\(day)&timeZone=America%2FLos_Angeles"
+            let expected = try await api.send(.GET, "/v1/audit/reconciliation?\(query)", key: api.keys["finance"])
+            let differing = (expected.json["rows"] as? [[String: Any]] ?? []).filter { $0["status"] as? String == "differs" }
+            #expect(differing.count == 1, "\(expected.text)")
+            let row = try #require(differing.first)
+            let (country, appleSold, ledgerSold) = (row["country"] as? String, (row["apple"] as? [String: Any])?["unitsSold"] as? Int ?? -1,
+                                                    (row["ledger"] as? [String: Any])?["unitsSold"] as? Int ?? -1)
+            let transaction = annCoins
+
+            try await Browser.with { browser in
+                try await signIn(browser, api, key: api.keys["finance"])
+                try await browser.wait(for: "the dashboard", "return document.body.dataset.loaded !== undefined")
+                try await browser.run("document.getElementById('r-from').value = arguments[0]; document.getElementById('r-to').value = arguments[0]", [day])
+                try await browser.click("#reconcile-form button[type=submit]")
+                try await browser.wait(for: "the reconciliation", "return document.body.dataset.reconciled !== undefined")
+                try await browser.screenshot("reconciliation-1280x800")
+
+                // The days at a glance, and the one row that differs, with the API's numbers and reason.
+                #expect(try await browser.run("return document.querySelector('#reconcile-days tr[data-day=\"' + arguments[0] + '\"]').className", [day]) as? String == "differs")
+                let shown = try await browser.run("""
+                    return [...document.querySelectorAll('#reconcile-table tbody tr')].map((tr) => ({
+                      status: tr.dataset.status, product: tr.dataset.product, country: tr.dataset.country,
+                      appleSold: tr.querySelector('[data-column=appleSold]').textContent, ledgerSold: tr.querySelector('[data-column=ledgerSold]').textContent,
+                      codes: [...tr.querySelectorAll('li[data-code]')].map((li) => li.dataset.code) }));
+                    """) as? [[String: Any]] ?? []
+                #expect(shown.count == 1, "\(shown)")
+                #expect(shown.first?["country"] as? String == country && shown.first?["status"] as? String == "differs")
+                #expect(shown.first?["appleSold"] as? String == "\(appleSold)" && shown.first?["ledgerSold"] as? String == "\(ledgerSold)")
+                #expect(shown.first?["codes"] as? [String] == ["not_in_ledger"])
+
+                // Its rows: the drill-down lists the ledger's transaction behind it.
+                try await browser.click("#reconcile-table button.cell")
+                try await browser.wait(for: "the ledger's rows", "return !document.getElementById('drill').hidden && document.querySelectorAll('#drill-table tbody tr[data-position]').length > 0")
+                #expect(try await browser.text("#drill-table").contains(transaction), "the drill-down shows \(transaction)")
+                #expect(try await browser.text("#drill-note").contains(transaction))
+
+                // The CSV is the API's, byte for byte.
+                try browser.clearDownloads()
+                try await browser.click("#reconcile-csv")
+                let saved = try await browser.download(named: "reconciliation-\(APIHarness.app)-\(day)-\(day).csv")
+                let csv = try await api.send(.GET, "/v1/audit/reconciliation?\(query)", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+                #expect(saved == csv.body, "downloaded \(saved.count) bytes, the API sent \(csv.body.count)")
+
+                // A period the wrong way round is refused in the page, before any request.
+                try await browser.run("document.getElementById('r-to').value = '2001-01-01'")
+                try await browser.click("#reconcile-form button[type=submit]")
+                #expect(try await browser.text("#reconcile-status").contains("must not be after"))
             }
         }
     }

@@ -46,7 +46,8 @@ public struct PostgresSalesReports: SalesReportArchive, SalesReads, ProceedsRule
                 FROM ledger.audit_trail r
                 LEFT JOIN ledger.audit_trail first
                   ON r.product_type = 'auto_renewable' AND r.transaction_id <> r.original_transaction_id
-                 AND first.app = r.app AND first.transaction_id = r.original_transaction_id AND first.event <> 'refund'
+                 AND first.app = r.app AND first.product_type = 'auto_renewable' AND first.transaction_id = r.original_transaction_id
+                 AND first.event <> 'refund'
                 WHERE r.app = \(app) AND r.occurred_at >= \(from) AND r.occurred_at < \(to)
                 GROUP BY 1, 2, 3, 4, 5, 6, 7
                 """,
@@ -70,9 +71,9 @@ public struct PostgresSalesReports: SalesReportArchive, SalesReads, ProceedsRule
             try await client.query(
                 """
                 SELECT transaction_id FROM ledger.audit_trail
-                WHERE app = \(app) AND to_char(occurred_at AT TIME ZONE \(timeZone), 'YYYY-MM-DD') = \(grain.day)
-                  AND occurred_at >= (\(grain.day)::date - 1)::timestamp AT TIME ZONE \(timeZone)
-                  AND occurred_at < (\(grain.day)::date + 2)::timestamp AT TIME ZONE \(timeZone)
+                WHERE app = \(app)
+                  AND occurred_at >= (\(grain.day)::date)::timestamp AT TIME ZONE \(timeZone)
+                  AND occurred_at < (\(grain.day)::date + 1)::timestamp AT TIME ZONE \(timeZone)
                   AND product_id = \(grain.productId) AND storefront IS NOT DISTINCT FROM \(grain.storefront)
                   AND currency IS NOT DISTINCT FROM \(grain.currency) AND price::text IS NOT DISTINCT FROM \(grain.price)
                   AND (event = 'refund') = \(grain.refund) AND (environment = 'sandbox') = \(grain.sandbox)

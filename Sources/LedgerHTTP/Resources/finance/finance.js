@@ -547,12 +547,97 @@
     status('Could not load: ' + error.message, true);
   }
 
+  // ---------- reconciliation ----------
+
+  let reconciled = 0;
+
+  /// The UTC instant a reporting day starts at in a time zone (DST included), as ISO 8601.
+  function zoneOffset(ms, zone) {
+    const parts = new Intl.DateTimeFormat('en-US', { timeZone: zone, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit',
+      hour: '2-digit', minute: '2-digit', second: '2-digit' }).formatToParts(new Date(ms));
+    const get = (type) => Number(parts.find((p) => p.type === type).value);
+    return Date.UTC(get('year'), get('month') - 1, get('day'), get('hour'), get('minute'), get('second')) - ms;
+  }
+
+  function reportingDayStart(day, zone, plusDays) {
+    const [y, m, d] = day.split('-').map(Number);
+    const guess = Date.UTC(y, m - 1, d + (plusDays || 0));
+    const first = guess - zoneOffset(guess, zone);
+    return new Date(guess - zoneOffset(first, zone)).toISOString();
+  }
+
+  function reconcileStatus(text, isError) {
+    const line = $('reconcile-status');
+    line.textContent = text;
+    line.classList.toggle('failed', Boolean(isError));
+  }
+
+  async function reconcile() {
+    const params = { from: $('r-from').value, to: $('r-to').value, timeZone: $('r-zone').value.trim() || undefined };
+    if (!params.from || !params.to) return reconcileStatus('Choose the first and the last reporting day.', true);
+    if (params.from > params.to) return reconcileStatus('The first reporting day must not be after the last.', true);
+    reconcileStatus('Reconciling…');
+    try {
+      const result = await getJSON('/v1/audit/reconciliation', params);
+      drawReconciliation(result, params);
+      const differing = result.rows.filter((row) => row.status === 'differs').length;
+      const sandbox = result.sandboxUnits ? ` ${count(result.sandboxUnits, 'sandbox unit')} in the ledger, never in Apple's reports, not compared.` : '';
+      reconcileStatus(`${count(result.rows.length, 'row')}, ${differing} differ${differing === 1 ? 's' : ''}, ${result.from} to ${result.to} (${result.timeZone}).${sandbox}`);
+      document.body.dataset.reconciled = String(++reconciled);
+    } catch (error) {
+      if (error.status === 401) return failed(error);
+      reconcileStatus('Could not reconcile: ' + error.message, true);
+    }
+  }
+
+  function drawReconciliation(result, params) {
+    const dayHead = element('tr', {}, ['Day', 'Report', 'Rows', 'Differ'].map((c) => element('th', { scope: 'col', text: c })));
+    const dayRows = result.days.map((day) => element('tr', { 'data-day': day.day, class: day.differing ? 'differs' : '' }, [
+      element('th', { scope: 'row', text: day.day }),
+      element('td', { text: day.report ? day.report.slice(0, 12) + '…' : 'no report imported' }),
+      element('td', { class: 'number', text: String(day.rows) }),
+      element('td', { class: 'number', text: day.differing ? `${day.differing} ⚠` : '0' }),
+    ]));
+    $('reconcile-days').replaceChildren(element('div', { class: 'table-wrap' }, [element('table', {}, [
+      element('caption', { class: 'hint', text: 'Days at a glance' }), element('thead', {}, [dayHead]), element('tbody', {}, dayRows)])]));
+
+    const shown = result.rows.filter((row) => $('r-all').checked || row.status !== 'matched');
+    const columns = ['Day', 'Product', 'Country', 'Currency', 'Price', 'Apple sold', 'Ledger sold', 'Apple refunded', 'Ledger refunded',
+      'Apple proceeds', 'Ledger proceeds', 'Status', 'Why', 'Rows'];
+    const head = element('tr', {}, columns.map((c) => element('th', { scope: 'col', text: c })));
+    const zone = result.timeZone;
+    const body = shown.map((row) => element('tr', { 'data-status': row.status, 'data-product': row.productId, 'data-country': row.country || '' }, [
+      element('td', { text: row.day }), element('td', { text: row.productId }), element('td', { text: row.country || '(no country)' }),
+      element('td', { text: row.currency || '' }), element('td', { class: 'number', text: row.price || '' }),
+      element('td', { class: 'number', 'data-column': 'appleSold', text: String(row.apple.unitsSold) }),
+      element('td', { class: 'number', 'data-column': 'ledgerSold', text: String(row.ledger.unitsSold) }),
+      element('td', { class: 'number', 'data-column': 'appleRefunded', text: String(row.apple.unitsRefunded) }),
+      element('td', { class: 'number', 'data-column': 'ledgerRefunded', text: String(row.ledger.unitsRefunded) }),
+      element('td', { class: 'number', text: row.appleProceeds ? `${row.appleProceeds} ${row.proceedsCurrency || ''}` : '' }),
+      element('td', { class: 'number', 'data-column': 'ledgerProceeds', text: row.proceedsSource ? `${row.ledgerProceeds ? row.ledgerProceeds + ' ' + (row.ledgerProceedsCurrency || '') : 'unknown'} (${row.proceedsSource})` : '' }),
+      element('td', { 'data-column': 'status', text: row.status }),
+      element('td', {}, [element('ul', {}, row.explanations.map((e) => element('li', { 'data-code': e.code, text: `${e.code}: ${e.message}` })))]),
+      element('td', {}, row.transactions.length ? [element('button', { type: 'button', class: 'cell', text: count(row.transactions.length, 'transaction'),
+        'aria-label': `The ledger's rows of ${row.productId} on ${row.day}`,
+        onclick: () => openDrill({ title: `The ledger's rows of ${row.productId}, ${row.day} (${zone})`, route: 'events',
+          note: `Behind this row: ${row.transactions.join(', ')}. The list shows every production row of the product that day.`,
+          params: { productId: row.productId, environment: 'production', from: reportingDayStart(row.day, zone), to: reportingDayStart(row.day, zone, 1) } }) })] : []),
+    ]));
+    $('reconcile-rows').replaceChildren(
+      shown.length ? element('div', { class: 'table-wrap' }, [element('table', { id: 'reconcile-table' }, [
+        element('caption', { class: 'hint', text: $('r-all').checked ? 'Every row' : 'The rows that are not matched' }),
+        element('thead', {}, [head]), element('tbody', {}, body)])]) : empty('Every row matches Apple\u2019s reports.'),
+      element('button', { type: 'button', class: 'download', id: 'reconcile-csv', text: 'Download the reconciliation (CSV)',
+        onclick: () => downloadCSV({ route: 'reconciliation', params }) }));
+  }
+
   // ---------- drill-down ----------
 
   let drill = null;
 
   const ROUTES = {
     events: { path: '/v1/audit/events', field: 'events', columns: ['position', 'occurredAt', 'environment', 'event', 'userId', 'deviceId', 'productId', 'productType', 'quantity', 'price', 'currency', 'amount', 'priceSource', 'transactionId', 'originalTransactionId', 'purchaseDate', 'expiresDate', 'revoked'] },
+    reconciliation: { path: '/v1/audit/reconciliation' },
     restores: { path: '/v1/audit/restores', field: 'restores', columns: ['position', 'restoredAt', 'environment', 'userId', 'deviceId', 'productId', 'transactionId'] },
   };
 
@@ -660,6 +745,7 @@
       signIn(key);
     });
     $('filters').addEventListener('submit', (event) => { event.preventDefault(); load(); });
+    $('reconcile-form').addEventListener('submit', (event) => { event.preventDefault(); reconcile(); });
     $('sign-out').addEventListener('click', () => signOut('Signed out.'));
     $('drill-close').addEventListener('click', () => { $('drill').hidden = true; });
     $('drill-next').addEventListener('click', () => { drill.index += 1; showDrillPage(); });
