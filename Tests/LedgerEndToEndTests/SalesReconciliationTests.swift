@@ -26,21 +26,32 @@ import Testing
             try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
             try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
                                         simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+            try await api.defineProduct("pro.yearly", type: "auto_renewable", duration: "P1Y", group: "pro", prices: ["USD": "49.99"],
+                                        simulatorOptions: ["price": "49.99", "currency": "USD", "group": "pro", "level": 1])
+            try await api.defineProduct("plus.monthly", type: "auto_renewable", duration: "P1M", group: "plus", prices: ["USD": "2.99"],
+                                        simulatorOptions: ["price": "2.99", "currency": "USD", "introOffer": ["kind": "free_trial", "periods": 1]])
+            try await api.defineProduct("levels", type: "non_consumable", prices: ["USD": "2.99"],
+                                        simulatorOptions: ["price": "2.99", "currency": "USD", "familyShareable": true])
             _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
             try await api.giveServerAPIKey()
 
             // Devices post what they bought, in three countries; Apple refunds one purchase.
-            for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN"), ("zed", "USA")] {
+            for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN"), ("zed", "USA"), ("org", "USA"), ("kid", "USA"), ("tia", "USA")] {
                 _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": user, "storefront": storefront])
             }
             var bought: [String: String] = [:]
+            _ = try await api.productionSimulator(.POST, "/admin/family", ["organizerUserId": "org", "memberUserId": "kid"])
+            // An upgrade (monthly to yearly, at once), a free trial, a family purchase shared with a member.
             for (user, product, quantity) in [("ann", "coins", 3), ("bea", "coins", 2), ("kei", "coins", 1), ("ann", "pro.monthly", 1),
-                                              ("bea", "pro.monthly", 1)] {
+                                              ("bea", "pro.monthly", 1), ("ann", "pro.yearly", 1), ("tia", "plus.monthly", 1), ("org", "levels", 1)] {
                 let purchase = try await Self.purchase(api, user, product, quantity: quantity)
                 bought["\(user)/\(product)"] = purchase.transactionId
                 let posted = try await api.postTransaction(user, device: "\(user)-phone", purchase.jws)
                 #expect(posted.status == 200, "\(posted.text)")
             }
+            let shared = try await api.productionSimulator(.GET, "/admin/users/kid/apps/\(Self.app)").json["signedTransactions"] as? [String] ?? []
+            #expect(shared.count == 1, "the member's copy of the family's levels")
+            for jws in shared { #expect(try await api.postTransaction("kid", device: "kid-phone", jws).status == 200) }
             _ = try await api.productionSimulator(.POST, "/admin/transactions/\(bought["kei/coins"]!)/cancel", ["reason": 1])
             try await Self.waitForDeliveries(api)
             // A sandbox purchase: in the ledger, never in Apple's reports.
@@ -53,16 +64,19 @@ import Testing
             let day = try await Self.reportingDay(api)
             let ledger = api.appStoreLedger()
             let first = try await Self.importReport(api, ledger, day: day)
-            #expect(first.kind == .recorded && first.lines == 6, "\(first)")
+            #expect(first.kind == .recorded && first.lines == 8, "coins in 3 countries and a refund, pro in 2, the upgrade, the family's levels: \(first)")
             try await Self.waitForAuditTrail(api)
 
             let clean = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: day, to: day)
-            #expect(clean.rows.allSatisfy { $0.status == .matched }, "\(clean.rows.filter { $0.status != .matched })")
+            #expect(clean.rows.allSatisfy { $0.status == .matched || ($0.productId == "plus.monthly" && $0.status == .explained) },
+                    "\(clean.rows.filter { $0.status != .matched })")
+            let trial = try #require(clean.rows.first { $0.productId == "plus.monthly" })
+            #expect(trial.explanations.map(\.code) == [.freeUnits] && trial.ledgerProceeds == "0" && trial.proceedsSource == .free, "\(trial)")
             #expect(clean.sandboxUnits == 5 && clean.days.map(\.report) == [first.contentHash])
             let frenchCoins = try #require(clean.rows.first { $0.productId == "coins" && $0.country == "FR" })
             #expect(frenchCoins.currency == "EUR" && frenchCoins.price == "1.09" && frenchCoins.apple.unitsSold == 2 && frenchCoins.ledger.unitsSold == 2)
             #expect(frenchCoins.apple.amountSold == "2.18" && frenchCoins.ledger.amountSold == "2.18" && frenchCoins.appleProceeds == "1.52")
-            for row in clean.rows {
+            for row in clean.rows where row.status == .matched {
                 #expect(row.proceedsSource == .appleReport && row.ledgerProceeds == row.appleProceeds && row.ledgerProceedsCurrency == row.proceedsCurrency,
                         "where Apple's report covers a row, the ledger's proceeds are Apple's: \(row)")
             }

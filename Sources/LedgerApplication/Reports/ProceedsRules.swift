@@ -52,6 +52,8 @@ public struct ProceedsRules: Sendable, Hashable, Codable {
         case afterOneYear = "estimate:after_one_year"
         /// Both standard and after-one-year renewals.
         case standardAndAfterOneYear = "estimate:standard+after_one_year"
+        /// Units at price zero (a free trial period): no proceeds.
+        case free
         /// Rows of several sources.
         case mixed
         /// No report, and no tax rate for the country (or no country, or no price).
@@ -81,6 +83,7 @@ public struct ProceedsRules: Sendable, Hashable, Codable {
     /// The estimated proceeds of a ledger group (negative for refunds) and their source; nil
     /// (unknown) without a price, a country or its tax rate.
     func estimate(_ group: LedgerSalesGroup) -> (amount: Decimal, source: Source)? {
+        if let price = DecimalText.parse(group.grain.price), price == 0 { return (0, .free) }
         guard let price = DecimalText.parse(group.grain.price),
               let country = group.grain.storefront.flatMap(CountryCodes.alpha2(fromAlpha3:)),
               let tax = taxShare(country: country, day: group.grain.day)
