@@ -83,6 +83,6 @@ public struct PostgresLedger: Sendable {
         salesReports = PostgresSalesReports(client: client, logger: logger)
         importSalesReports = ImportSalesReports(store: store, archive: salesReports, directory: registry, logger: logger)
         reconcileSalesReports = ReconcileSalesReports(reports: importSalesReports, reads: salesReports, reader: handler.reader, directory: registry,
-                                                      rules: salesReports)
+                                                      settings: salesReports)
     }
 }

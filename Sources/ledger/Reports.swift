@@ -17,7 +17,7 @@ struct Reports: AsyncParsableCommand {
             become a fact in the log; `reconcile` puts them beside the ledger's audit trail and explains every \
             difference it can.
             """,
-        subcommands: [Import.self, Fetch.self, ConnectKey.self, Reconcile.self, TaxRate.self, SmallBusiness.self]
+        subcommands: [Import.self, Fetch.self, ConnectKey.self, Reconcile.self, TimeZoneSetting.self, TaxRate.self, SmallBusiness.self]
     )
 
     /// Runs `body` with the ledger over the runtime role's connection.
@@ -152,9 +152,9 @@ struct Reports: AsyncParsableCommand {
         @Option(help: "The app's bundle id.") var app: String
         @Option(help: ArgumentHelp("First reporting day (yyyy-MM-dd).", valueName: "date")) var from: String
         @Option(help: ArgumentHelp("Last reporting day (yyyy-MM-dd), included.", valueName: "date")) var to: String
-        @Option(help: ArgumentHelp("The reports' time zone: that of the agreement's territories (Pacific Time for worldwide agreements).",
+        @Option(help: ArgumentHelp("The reports' time zone (default: the app's, set with `ledger reports time-zone`, else Pacific Time).",
                                    valueName: "IANA name"))
-        var timeZone = ReconcileSalesReports.defaultTimeZone
+        var timeZone: String?
         @Option(help: "table, csv or json.") var format: Format = .table
         @Flag(help: "List matched rows too (table format).") var all = false
 
@@ -344,4 +344,31 @@ struct Reports: AsyncParsableCommand {
             if days.contains(where: { $0.outcome == nil }) { throw ExitCode(1) }
         }
     }
+
+    struct TimeZoneSetting: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "time-zone",
+            abstract: "Show or set the time zone of an app's Sales and Trends reports.",
+            discussion: """
+                Apple's daily reports are days of the time zone of the territories the app's agreement covers: Pacific \
+                Time for worldwide agreements (the default), Europe/Paris for Europe, the Middle East and Africa, \
+                Asia/Tokyo for Japan and Asia Pacific, Australia/Perth for Australia and New Zealand. Reconciliation reads \
+                the ledger's sales by the days of this zone.
+                """
+        )
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "The app's bundle id.") var app: String
+        @Argument(help: "An IANA time zone.") var zone: String?
+
+        func run() async throws {
+            let (app, zone) = (app, zone)
+            let current = try await Reports.withLedger(options) { ledger in
+                if let zone { try await ledger.salesReports.setReportingTimeZone(app: app, zone) }
+                return try await ledger.reconcileSalesReports.reportingTimeZone(app: app)
+            }
+            print("\(app): reporting days in \(current)")
+        }
+    }
 }
+

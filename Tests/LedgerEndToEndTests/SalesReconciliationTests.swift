@@ -167,6 +167,11 @@ import Testing
             #expect(reconciled.rows.count == 1 && reconciled.rows.allSatisfy { $0.status == .matched } && reconciled.days.allSatisfy { $0.report != nil },
                     "\(reconciled.rows)")
 
+            // An agreement for Japan only: its reports are days of Tokyo, the reconciliation's too.
+            try await ledger.salesReports.setReportingTimeZone(app: Self.app, "Asia/Tokyo")
+            #expect(try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: day, to: day).timeZone == "Asia/Tokyo")
+            await #expect(throws: AccessError.self) { try await ledger.salesReports.setReportingTimeZone(app: Self.app, "Mars/Olympus") }
+
             // Another team's key is refused, saying what the key needs.
             let stranger = AppStoreConnectKey(keyID: "ABCDEFGHIJ", issuerID: key.issuerID, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation,
                                               vendorNumber: key.vendorNumber)

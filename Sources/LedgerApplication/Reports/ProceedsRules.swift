@@ -107,7 +107,10 @@ public struct ProceedsRules: Sendable, Hashable, Codable {
     }
 }
 
-/// The operator's proceeds rules, kept in the database.
-public protocol ProceedsRulesStore: Sendable {
+/// The operator's settings for an app's reports, kept in the database: the proceeds rules and
+/// the reports' time zone.
+public protocol ReportSettings: Sendable {
     func rules(app: String) async throws -> ProceedsRules
+    /// The app's reporting time zone (an IANA name), nil when none is set.
+    func reportingTimeZone(app: String) async throws -> String?
 }

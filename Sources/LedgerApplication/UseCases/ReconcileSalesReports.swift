@@ -18,25 +18,27 @@ public struct ReconcileSalesReports: Sendable {
     let reads: any SalesReads
     let reader: UserStreamReader
     let directory: any AppDirectory
-    let rules: (any ProceedsRulesStore)?
+    let settings: (any ReportSettings)?
 
     public init(reports: ImportSalesReports, reads: any SalesReads, reader: UserStreamReader, directory: any AppDirectory,
-                rules: (any ProceedsRulesStore)? = nil) {
+                settings: (any ReportSettings)? = nil) {
         self.reports = reports
         self.reads = reads
         self.reader = reader
         self.directory = directory
-        self.rules = rules
+        self.settings = settings
     }
 
-    /// The reconciliation of `app` from `from` to `to` (`yyyy-MM-dd`, both included) in `timeZone`.
-    public func reconcile(app: String, from: String, to: String, timeZone: String = Self.defaultTimeZone) async throws -> Reconciliation {
+    /// The reconciliation of `app` from `from` to `to` (`yyyy-MM-dd`, both included) in `timeZone`:
+    /// by default the app's reporting time zone (`ledger reports time-zone`), else Pacific Time.
+    public func reconcile(app: String, from: String, to: String, timeZone given: String? = nil) async throws -> Reconciliation {
         guard try await directory.isRegistered(app) else { throw AccessError.unknownApp(app) }
+        let timeZone = try await reportingTimeZone(app: app, given: given)
         let period = try Self.period(from: from, to: to, timeZone: timeZone)
         async let latest = reports.latest(app: app, from: from, to: to)
         async let groups = reads.salesGroups(app: app, from: period.start, to: period.end, timeZone: timeZone)
         async let catalog = reader.catalog(app: app)
-        async let proceedsRules = rules?.rules(app: app) ?? ProceedsRules()
+        async let proceedsRules = settings?.rules(app: app) ?? ProceedsRules()
         let (reported, ledger, products, estimates) = try await (latest, groups, catalog, proceedsRules)
         var reconciliation = Reconciliation.compare(
             app: app, days: period.days, timeZone: timeZone, reports: reported.mapValues(\.report), ledger: ledger,
@@ -58,6 +60,12 @@ public struct ReconcileSalesReports: Sendable {
             reconciliation.rows[index].transactions = found
         }
         return reconciliation
+    }
+
+    /// The time zone asked for, else the app's, else Pacific Time.
+    public func reportingTimeZone(app: String, given: String? = nil) async throws -> String {
+        if let given { return given }
+        return try await settings?.reportingTimeZone(app: app) ?? Self.defaultTimeZone
     }
 
     /// The reporting days of a period and the instants that bound them.

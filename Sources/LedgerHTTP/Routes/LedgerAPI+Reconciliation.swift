@@ -18,8 +18,7 @@ extension LedgerAPI {
         let query = request.uri.queryParameters
         guard let from = query.get("from") else { throw APIError.invalidRequest("from is required: the first reporting day, yyyy-MM-dd", field: "from") }
         guard let to = query.get("to") else { throw APIError.invalidRequest("to is required: the last reporting day, yyyy-MM-dd", field: "to") }
-        let timeZone = query.get("timeZone") ?? ReconcileSalesReports.defaultTimeZone
-        let reconciliation = try await reconcile.reconcile(app: key.app, from: from, to: to, timeZone: timeZone)
+        let reconciliation = try await reconcile.reconcile(app: key.app, from: from, to: to, timeZone: query.get("timeZone"))
         if request.headers[.accept]?.contains("text/csv") == true {
             return Response(status: .ok, headers: Self.csvHeaders(filename: "reconciliation-\(key.app)-\(from)-\(to).csv"),
                             body: .init(byteBuffer: ByteBuffer(string: ReconciliationCSV.document(reconciliation))))

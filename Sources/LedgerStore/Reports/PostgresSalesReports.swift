@@ -7,7 +7,7 @@ import PostgresNIO
 /// Apple's sales reports in PostgreSQL: the files as received (`ledger.sales_reports`,
 /// append-only, content-addressed, migration 0020), and the ledger's side of a reconciliation,
 /// read from the live audit trail.
-public struct PostgresSalesReports: SalesReportArchive, SalesReads, ProceedsRulesStore, Sendable {
+public struct PostgresSalesReports: SalesReportArchive, SalesReads, ReportSettings, Sendable {
     let client: DatabasePool
     let logger: Logger
 
@@ -104,6 +104,22 @@ public struct PostgresSalesReports: SalesReportArchive, SalesReads, ProceedsRule
             """, logger: logger)
         for try await (from, to) in periods.decode((String, String?).self) { rules.smallBusiness.append(.init(validFrom: from, validTo: to)) }
         return rules
+    }
+
+    public func reportingTimeZone(app: String) async throws -> String? {
+        let rows = try await client.query("SELECT reporting_time_zone FROM ledger.apps WHERE bundle_id = \(app)", logger: logger)
+        for try await zone in rows.decode(String?.self) { return zone }
+        throw AccessError.unknownApp(app)
+    }
+
+    /// Sets the app's reporting time zone (the owner's function, migration 0023).
+    public func setReportingTimeZone(app: String, _ zone: String) async throws {
+        guard TimeZone(identifier: zone) != nil, zone.contains("/") || zone == "UTC" else {
+            throw AccessError.invalidInput("'\(zone)' is not an IANA time zone such as America/Los_Angeles, Europe/Paris, Asia/Tokyo or Australia/Perth")
+        }
+        let rows = try await client.query("SELECT ledger.app_set_reporting_time_zone(\(app), \(zone))", logger: logger)
+        for try await set in rows.decode(Bool.self) where set { return }
+        throw AccessError.unknownApp(app)
     }
 
     /// Sets the tax share of a country's prices from a day on (the owner's function, migration 0021).
