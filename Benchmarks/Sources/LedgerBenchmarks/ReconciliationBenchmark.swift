@@ -78,7 +78,7 @@ public struct ReconciliationBenchmark: Sendable {
 
         progress("making Apple's 30 reports from the same sales")
         let reads = PostgresSalesReports(client: client, logger: logger)
-        let period = try Self.days(from: from, to: to)
+        let period = try ReconcileSalesReports.period(from: from, to: to, timeZone: zone)
         let groups = try await reads.salesGroups(app: Self.app, from: period.start, to: period.end, timeZone: zone)
         var linesByDay: [String: [SalesReportLine]] = [:]
         var reportLines = 0
@@ -134,26 +134,6 @@ public struct ReconciliationBenchmark: Sendable {
         return Result(transactions: transactions, reportLines: reportLines, rows: result.rows.count,
                       differing: result.rows.count(where: { $0.status == .differs }), seconds: best, baselineSeconds: baseline,
                       baselineGroups: baselineGroups)
-    }
-
-    static func days(from: String, to: String) throws -> (days: [String], start: Date, end: Date) {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: ReconcileSalesReports.defaultTimeZone)!
-        let format = { (text: String) -> DateComponents in
-            let parts = text.split(separator: "-").compactMap { Int($0) }
-            return DateComponents(year: parts[0], month: parts[1], day: parts[2])
-        }
-        guard let start = calendar.date(from: format(from)), let last = calendar.date(from: format(to)) else {
-            throw StoreError.invalidInput("bad period")
-        }
-        var days: [String] = []
-        var cursor = start
-        while cursor <= last {
-            let parts = calendar.dateComponents([.year, .month, .day], from: cursor)
-            days.append(String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!))
-            cursor = calendar.date(byAdding: .day, value: 1, to: cursor)!
-        }
-        return (days, start, cursor)
     }
 }
 

@@ -69,7 +69,7 @@ public struct ReconcileSalesReports: Sendable {
     }
 
     /// The reporting days of a period and the instants that bound them.
-    static func period(from: String, to: String, timeZone identifier: String) throws -> (days: [String], start: Date, end: Date) {
+    public static func period(from: String, to: String, timeZone identifier: String) throws -> (days: [String], start: Date, end: Date) {
         guard let zone = TimeZone(identifier: identifier) else {
             throw AccessError.invalidInput("time zone '\(identifier)' is not an IANA name such as America/Los_Angeles or Europe/Paris")
         }
