@@ -66,24 +66,10 @@ extension AppStoreSimulator {
         try json(["errors": [["status": String(status.code), "code": code, "title": code, "detail": detail]]], status: status)
     }
 
-    /// Whether the bearer token is signed by a team key of this simulator's, for App Store Connect.
+    /// Whether the bearer token is signed by a team key of this simulator's, for App Store Connect
+    /// (20 minutes at most, as Apple takes them).
     static func authenticateTeam(_ request: Request, store: SimulatorStore) async -> Bool {
-        guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { return false }
-        let parts = header.dropFirst("Bearer ".count).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
-              let signature = Base64URL.decode(parts[2]),
-              let jose = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
-              let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
-              jose["alg"] as? String == "ES256", let keyID = jose["kid"] as? String, let issuer = claims["iss"] as? String,
-              claims["aud"] as? String == "appstoreconnect-v1",
-              let issuedAt = (claims["iat"] as? NSNumber)?.int64Value, let expires = (claims["exp"] as? NSNumber)?.int64Value,
-              let key = await store.connectKey(keyID), key.issuerID == issuer,
-              let publicKey = try? P256.Signing.PublicKey(x963Representation: key.publicKey),
-              let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
-              publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
-        else { return false }
-        let now = Int64(Date().timeIntervalSince1970)
-        return issuedAt <= now + 60 && expires > now && expires - issuedAt <= 1200
+        await verifiedClaims(request, longest: 1200) { keyID, _ in await store.connectKey(keyID) } != nil
     }
 }
 

@@ -66,26 +66,39 @@ extension AppStoreSimulator {
         }
     }
 
-    /// The bundle id of a valid bearer token: ES256 by one of the app's keys (`kid`), its issuer,
-    /// audience `appstoreconnect-v1`, issued at most a minute ahead and valid now, for at most an hour.
+    /// The bundle id of a valid bearer token: by one of the app's keys (`verifiedClaims`), valid
+    /// for at most an hour.
     static func authenticate(_ request: Request, store: SimulatorStore) async -> String? {
+        let claims = await verifiedClaims(request, longest: 3600) { keyID, claims in
+            guard let bundleId = claims["bid"] as? String else { return nil }
+            return await store.apiKey(bundleId: bundleId, keyID: keyID)
+        }
+        return claims?["bid"] as? String
+    }
+
+    /// The claims of a valid bearer token: ES256 by the key `key` finds for its `kid` (and claims),
+    /// that key's issuer, audience `appstoreconnect-v1`, issued at most a minute ahead and valid
+    /// now, for at most `longest` seconds; nil for anything else.
+    static func verifiedClaims(
+        _ request: Request, longest: Int64,
+        key: (String, [String: Any]) async -> (issuerID: String, publicKey: Data)?
+    ) async -> [String: Any]? {
         guard let header = request.headers[.authorization], header.hasPrefix("Bearer ") else { return nil }
         let parts = header.dropFirst("Bearer ".count).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerData = Base64URL.decode(parts[0]), let claimsData = Base64URL.decode(parts[1]),
               let signature = Base64URL.decode(parts[2]),
               let jose = (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any],
               let claims = (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any],
-              jose["alg"] as? String == "ES256", let keyID = jose["kid"] as? String,
-              let bundleId = claims["bid"] as? String, let issuer = claims["iss"] as? String,
+              jose["alg"] as? String == "ES256", let keyID = jose["kid"] as? String, let issuer = claims["iss"] as? String,
               claims["aud"] as? String == "appstoreconnect-v1",
               let issuedAt = (claims["iat"] as? NSNumber)?.int64Value, let expires = (claims["exp"] as? NSNumber)?.int64Value,
-              let key = await store.apiKey(bundleId: bundleId, keyID: keyID), key.issuerID == issuer,
-              let publicKey = try? P256.Signing.PublicKey(x963Representation: key.publicKey),
+              let found = await key(keyID, claims), found.issuerID == issuer,
+              let publicKey = try? P256.Signing.PublicKey(x963Representation: found.publicKey),
               let ecdsa = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
               publicKey.isValidSignature(ecdsa, for: Data("\(parts[0]).\(parts[1])".utf8))
         else { return nil }
         let now = Int64(Date().timeIntervalSince1970)
-        guard issuedAt <= now + 60, expires > now, expires - issuedAt <= 3600 else { return nil }
-        return bundleId
+        guard issuedAt <= now + 60, expires > now, expires - issuedAt <= longest else { return nil }
+        return claims
     }
 }

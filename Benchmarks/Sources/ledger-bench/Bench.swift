@@ -209,17 +209,9 @@ struct Bench: AsyncParsableCommand {
         var keep = false
 
         func run() async throws {
-            let logger = try options.makeLogger()
-            let roles = try await options.databaseRoles(logger: logger)
-            let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
-            Output.error("bench: scratch database \(scratch.runtime.database); \(notifications) notifications, \(missing) missing")
-            // The baseline's table is made by the owner when one is known, as the append benchmark's.
             let (notifications, missing) = (notifications, missing)
-            let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, logger: logger) { client in
+            let result = try await options.withScratchDatabase(keep: keep, "\(notifications) notifications, \(missing) missing") { client, logger in
                 try await NotificationSyncBenchmark(client: client, logger: logger).run(.init(notifications: notifications, missing: missing))
-            }
-            if !keep {
-                try await roles.drop(database: scratch.runtime.database, logger: logger)
             }
             Output.line("sync notifications=\(result.notifications) missing=\(missing)")
             Output.line(String(format: "first walk: recorded %d in %.1f s", result.primed, result.primingSeconds))
@@ -254,16 +246,9 @@ struct Bench: AsyncParsableCommand {
         var keep = false
 
         func run() async throws {
-            let logger = try options.makeLogger()
-            let roles = try await options.databaseRoles(logger: logger)
-            let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
-            Output.error("bench: scratch database \(scratch.runtime.database); \(transactions) transactions")
             let transactions = transactions
-            let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, logger: logger) { client in
+            let result = try await options.withScratchDatabase(keep: keep, "\(transactions) transactions") { client, logger in
                 try await ReconciliationBenchmark(client: client, logger: logger).run(transactions: transactions) { Output.error("bench: \($0)") }
-            }
-            if !keep {
-                try await roles.drop(database: scratch.runtime.database, logger: logger)
             }
             Output.line("reconcile transactions=\(result.transactions) report_lines=\(result.reportLines)")
             Output.line(String(format: "ledger reports reconcile   %6.2f s  (%d rows, %d differ)", result.seconds, result.rows, result.differing))
@@ -328,5 +313,24 @@ struct Bench: AsyncParsableCommand {
             Output.line(row("raw INSERT", result.baseline))
             Output.line(String(format: "ratio (ledger / raw): %.2f", result.ratio))
         }
+    }
+}
+
+extension GlobalOptions {
+    /// Runs a benchmark in a scratch database `<database>_bench`, created afresh on the configured
+    /// server, as its owner when one is known (baselines make tables of their own); dropped
+    /// afterwards unless `keep`.
+    func withScratchDatabase<Result: Sendable>(
+        keep: Bool, _ what: String, _ body: @escaping @Sendable (DatabasePool, Logger) async throws -> Result
+    ) async throws -> Result {
+        let logger = try makeLogger()
+        let roles = try await databaseRoles(logger: logger)
+        let scratch = try await roles.recreate(database: roles.runtime.database + "_bench", logger: logger)
+        Output.error("bench: scratch database \(scratch.runtime.database); \(what)")
+        let result = try await LedgerDatabase.withClient(scratch.owner ?? scratch.runtime, logger: logger) { client in
+            try await body(client, logger)
+        }
+        if !keep { try await roles.drop(database: scratch.runtime.database, logger: logger) }
+        return result
     }
 }

@@ -1,5 +1,4 @@
 import AsyncHTTPClient
-import Crypto
 import Foundation
 import LedgerApplication
 import LedgerDomain
@@ -107,16 +106,11 @@ public struct AppStoreConnectReports: SalesReportSource {
 
     /// A token for App Store Connect: ES256 by the team key, audience `appstoreconnect-v1`, 20 minutes.
     public func token(now: Date) throws -> String {
-        let issuedAt = Int64(now.timeIntervalSince1970)
-        let header: [String: Any] = ["alg": "ES256", "kid": key.keyID, "typ": "JWT"]
-        let claims: [String: Any] = ["iss": key.issuerID, "iat": issuedAt, "exp": issuedAt + 1200, "aud": "appstoreconnect-v1"]
-        let input = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])) + "."
-            + Base64URL.encode(try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]))
-        let privateKey: P256.Signing.PrivateKey
-        do { privateKey = try P256.Signing.PrivateKey(pemRepresentation: key.privateKeyPEM) } catch {
+        do {
+            return try AppStoreConnectToken.sign(keyID: key.keyID, issuerID: key.issuerID, privateKeyPEM: key.privateKeyPEM, bundleId: nil, now: now)
+        } catch {
             throw SalesReportFetchError.refused("the App Store Connect key \(key.keyID) is not a P-256 private key in PEM: set it again with `ledger reports connect-key`")
         }
-        return input + "." + Base64URL.encode(try privateKey.signature(for: Data(input.utf8)).rawRepresentation)
     }
 
     static func parse(_ body: Data, day: String) throws(SalesReportFetchError) -> SalesReportFile {

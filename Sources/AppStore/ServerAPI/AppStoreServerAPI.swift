@@ -269,15 +269,8 @@ public struct AppStoreServerAPI: Sendable {
 
     /// The bearer token: a JWT, ES256 with the key, for this bundle id, valid 20 minutes.
     public static func token(key: AppStoreServerAPIKey, bundleId: String, now: Date) throws(AppStoreServerAPIError) -> String {
-        let issuedAt = Int64(now.timeIntervalSince1970)
-        let header: [String: Any] = ["alg": "ES256", "kid": key.keyID, "typ": "JWT"]
-        let claims: [String: Any] = ["iss": key.issuerID, "iat": issuedAt, "exp": issuedAt + 1200, "aud": "appstoreconnect-v1", "bid": bundleId]
         do {
-            let input = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: [.sortedKeys])) + "."
-                + Base64URL.encode(try JSONSerialization.data(withJSONObject: claims, options: [.sortedKeys]))
-            let privateKey = try P256.Signing.PrivateKey(pemRepresentation: key.privateKeyPEM)
-            let signature = try privateKey.signature(for: Data(input.utf8))
-            return input + "." + Base64URL.encode(signature.rawRepresentation)
+            return try AppStoreConnectToken.sign(keyID: key.keyID, issuerID: key.issuerID, privateKeyPEM: key.privateKeyPEM, bundleId: bundleId, now: now)
         } catch {
             throw .invalidKey("signing the token failed: \(error)")
         }
