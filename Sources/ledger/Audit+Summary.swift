@@ -75,6 +75,8 @@ extension Audit {
                     ("purchases", { String($0.purchases) }), ("units", { String($0.units) }), ("gross", { $0.gross }),
                     ("refunds", { String($0.refunds) }), ("refunded units", { String($0.refundedUnits) }),
                     ("refunded", { $0.refundedAmount }), ("net", { $0.net }), ("unpriced", { String($0.unpriced) }),
+                    ("net proceeds", { row in row.netProceeds.map { "\($0) \(row.proceedsCurrency ?? "")" } ?? "unknown" }),
+                    ("proceeds source", { $0.proceedsSource.rawValue }), ("proceeds unknown", { String($0.proceedsUnknown) }),
                 ]
                 Table.print(header: columns.map(\.0), rows: rows.map { row in columns.map { $0.1(row) } })
                 if rows.isEmpty {

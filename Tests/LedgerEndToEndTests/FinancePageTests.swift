@@ -96,13 +96,20 @@ import Testing
         let answer = try await api.send(.GET, "/v1/audit/summary?groupBy=day,currency&\(query)", key: api.keys["finance"])
         #expect(answer.status == 200, "\(answer.text)")
         var days: [String: [String: Decimal]] = [:]
-        for row in answer.json["rows"] as? [[String: Any]] ?? [] where row["currency"] as? String == currency {
+        let rows = (answer.json["rows"] as? [[String: Any]] ?? []).filter { $0["currency"] as? String == currency }
+        // Proceeds are drawn once some row's are known; those Apple pays in another currency are only named.
+        let proceedsKnown = rows.contains { $0["netProceeds"] is String }
+        for row in rows {
             let day = try #require(row["day"] as? String)
-            days[day] = [
-                "Gross": Decimal(string: row["gross"] as? String ?? "") ?? -1,
-                "Refunds": Decimal(string: row["refundedAmount"] as? String ?? "") ?? -1,
-                "Net": Decimal(string: row["net"] as? String ?? "") ?? -1,
-            ]
+            var numbers = days[day] ?? ["Gross": 0, "Refunds": 0, "Net": 0]
+            numbers["Gross"]! += Decimal(string: row["gross"] as? String ?? "") ?? -1
+            numbers["Refunds"]! += Decimal(string: row["refundedAmount"] as? String ?? "") ?? -1
+            numbers["Net"]! += Decimal(string: row["net"] as? String ?? "") ?? -1
+            if proceedsKnown {
+                let inCurrency = row["proceedsCurrency"] as? String == currency
+                numbers["Net proceeds", default: 0] += inCurrency ? Decimal(string: row["netProceeds"] as? String ?? "0") ?? -1 : 0
+            }
+            days[day] = numbers
         }
         return days
     }
@@ -266,6 +273,15 @@ import Testing
                 try await browser.click("#reconcile-form button[type=submit]")
                 try await browser.wait(for: "the reconciliation", "return document.body.dataset.reconciled !== undefined")
                 try await browser.screenshot("reconciliation-1280x800")
+
+                // The money charts show proceeds beside gross, as the summary gives them, and say where they come from.
+                for currency in ["USD", "EUR"] {
+                    let money = try await moneyFromAPI(api, query: "", currency: currency)
+                    #expect(money.values.contains { $0["Net proceeds", default: 0] > 0 }, "\(currency): \(money)")
+                    expectSameMoney(try await moneyShown(browser, currency: currency), money, "proceeds in \(currency)")
+                    let note = try await browser.text("section.currency[data-currency=\"\(currency)\"] .proceeds-note")
+                    #expect(note.hasPrefix("Proceeds from Apple's sales reports."), "\(note)")
+                }
 
                 // The days at a glance, and the one row that differs, with the API's numbers and reason.
                 #expect(try await browser.run("return document.querySelector('#reconcile-days tr[data-day=\"' + arguments[0] + '\"]').className", [day]) as? String == "differs")

@@ -127,6 +127,92 @@ import Testing
         }
     }
 
+    @Test func everyAuditRowCarriesItsProceedsFromApplesReportOrANamedEstimateAndTheSummaryAddsThemPerCurrency() async throws {
+        let authority = try SimulatorCertificateAuthority()
+        try await APIHarness.run(productionSimulator: true, authority: authority) { api in
+            let prices: [String: Any] = ["price": "0.99", "currency": "USD",
+                                         "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
+            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
+                                        simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+            _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
+            for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN")] {
+                _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": user, "storefront": storefront])
+            }
+            var bought: [String: String] = [:]
+            for (user, product, quantity) in [("ann", "coins", 3), ("bea", "coins", 2), ("kei", "coins", 1)] {
+                let purchase = try await Self.purchase(api, user, product, quantity: quantity)
+                bought[user] = purchase.transactionId
+                #expect(try await api.postTransaction(user, device: "\(user)-phone", purchase.jws).status == 200)
+            }
+            _ = try await api.productionSimulator(.POST, "/admin/transactions/\(bought["kei"]!)/cancel", ["reason": 1])
+            try await Self.waitForDeliveries(api)
+            _ = try await api.simulator(.POST, "/admin/users", ["userId": "tess"])
+            let sandbox = try await api.simulator(.POST, "/admin/purchases", ["userId": "tess", "bundleId": Self.app, "productId": "coins", "quantity": 5])
+            #expect(try await api.postTransaction("tess", device: "tess-phone", try #require(sandbox.json["signedTransaction"] as? String)).status == 200)
+            let ledger = api.appStoreLedger()
+            _ = try await Self.importReport(api, ledger, day: try await Self.reportingDay(api))
+            // Bought after the report was imported, of a product it has no line of.
+            let later = try await Self.purchase(api, "bea", "pro.monthly")
+            #expect(try await api.postTransaction("bea", device: "bea-phone", later.jws).status == 200)
+            try await Self.waitForAuditTrail(api)
+
+            func rows() async throws -> [String: [String: Any]] {
+                let answer = try await api.send(.GET, "/v1/audit/events?environment=all&limit=100", key: api.keys["finance"])
+                #expect(answer.status == 200, "\(answer.text)")
+                let events = answer.json["events"] as? [[String: Any]] ?? []
+                return Dictionary(uniqueKeysWithValues: events.map { ("\($0["userId"]!)/\($0["event"]!)/\($0["productId"]!)", $0) })
+            }
+            func proceeds(_ row: [String: Any]?) -> String {
+                "\(row?["proceeds"] as? String ?? "null") \(row?["proceedsCurrency"] as? String ?? "null") \(row?["proceedsSource"] as? String ?? "-")"
+            }
+            // The simulator's report: 70 % of the price, no tax; per unit 0.99 → 0.69, 1.09 → 0.76, 160 → 112.
+            var byRow = try await rows()
+            #expect(proceeds(byRow["ann/purchase/coins"]) == "2.07 USD apple_report")
+            #expect(proceeds(byRow["bea/purchase/coins"]) == "1.52 EUR apple_report")
+            #expect(proceeds(byRow["kei/purchase/coins"]) == "112 JPY apple_report")
+            #expect(proceeds(byRow["kei/refund/coins"]) == "112 JPY apple_report", "the refund gives back what the sale brought")
+            #expect(proceeds(byRow["bea/purchase/pro.monthly"]) == "null null unknown", "no line, no French tax rate: never a guess")
+            #expect(proceeds(byRow["tess/purchase/coins"]) == "null null unknown", "sandbox: never in Apple's reports, no US tax rate yet")
+
+            // The operator's tax table turns the unknown into named estimates: 5.49 × (1 − 0.1667) × 0.70 = 3.2024 → 3.20.
+            try await ledger.salesReports.setTaxRate(country: "FR", validFrom: "2000-01-01", share: "0.1667")
+            try await ledger.salesReports.setTaxRate(country: "US", validFrom: "2000-01-01", share: "0")
+            byRow = try await rows()
+            #expect(proceeds(byRow["bea/purchase/pro.monthly"]) == "3.2 EUR estimate:standard")
+            #expect(proceeds(byRow["tess/purchase/coins"]) == "3.45 USD estimate:standard")
+            #expect(proceeds(byRow["ann/purchase/coins"]) == "2.07 USD apple_report", "Apple's figure wins over the estimate")
+
+            // The summary gives gross and proceeds side by side per currency, each the sum of its rows'.
+            let summary = try await api.send(.GET, "/v1/audit/summary?groupBy=currency", key: api.keys["finance"])
+            let totals = Dictionary(uniqueKeysWithValues: (summary.json["rows"] as? [[String: Any]] ?? []).map { ($0["currency"] as? String ?? "-", $0) })
+            func money(_ currency: String) -> String {
+                let row = totals[currency]
+                return ["gross", "net", "proceeds", "refundedProceeds", "netProceeds", "proceedsCurrency", "proceedsSource"]
+                    .map { row?[$0] as? String ?? "null" }.joined(separator: " ")
+            }
+            #expect(money("EUR") == "7.67 7.67 4.72 0 4.72 EUR mixed", "1.52 from Apple's report and 3.20 estimated")
+            #expect(money("USD") == "2.97 2.97 2.07 0 2.07 USD apple_report")
+            #expect(money("JPY") == "160 0 112 112 0 JPY apple_report")
+            for (currency, row) in totals {
+                let ofCurrency = byRow.values.filter { $0["environment"] as? String == "production" && $0["currency"] as? String == currency }
+                let sum = ofCurrency.reduce(Decimal(0)) { total, event in
+                    let value = Decimal(string: event["proceeds"] as? String ?? "0")!
+                    return event["event"] as? String == "refund" ? total - value : total + value
+                }
+                #expect(Decimal(string: row["netProceeds"] as? String ?? "") == sum, "\(currency): the summary adds its rows' proceeds")
+                #expect(row["proceedsUnknown"] as? Int == 0)
+            }
+
+            // And the CSVs carry them.
+            let csv = try await api.send(.GET, "/v1/audit/events", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+            #expect(csv.text.hasPrefix(AuditCSV.header) && AuditCSV.header.hasSuffix(",proceeds,proceeds_currency,proceeds_source\r\n"))
+            #expect(csv.text.contains(",3.2,EUR,estimate:standard\r\n"))
+            let summaryCSV = try await api.send(.GET, "/v1/audit/summary?groupBy=currency", key: api.keys["finance"], headers: [("Accept", "text/csv")])
+            #expect(summaryCSV.text.contains(",7.67,0,0,0,7.67,0,4.72,0,4.72,EUR,mixed,0\r\n"), "\(summaryCSV.text)")
+        }
+    }
+
     @Test func reportsAreFetchedFromAppStoreConnectWithTheTeamsKeyADayWithoutSalesIncluded() async throws {
         try await APIHarness.run(productionSimulator: true) { api in
             try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99"], simulatorOptions: ["price": "0.99", "currency": "USD"])

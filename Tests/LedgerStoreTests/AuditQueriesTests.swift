@@ -211,11 +211,11 @@ struct AuditQueriesTests {
             // Currency alone (always a key), production only: USD has t1 2.97, t2 4.99, t7 2.99, t8 2.99 (t4 is sandbox's).
             #expect(try await queries.summary(app: Self.appA) == [
                 AuditSummaryRow(day: nil, productId: nil, currency: "EUR", environment: nil, purchases: 1, units: 1, gross: "1.09",
-                                refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "1.09", unpriced: 0),
+                                refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "1.09", unpriced: 0, proceedsUnknown: 1),
                 AuditSummaryRow(day: nil, productId: nil, currency: "USD", environment: nil, purchases: 4, units: 6, gross: "13.94",
-                                refunds: 1, refundedUnits: 1, refundedAmount: "4.99", net: "8.95", unpriced: 0),
+                                refunds: 1, refundedUnits: 1, refundedAmount: "4.99", net: "8.95", unpriced: 0, proceedsUnknown: 5),
                 AuditSummaryRow(day: nil, productId: nil, currency: nil, environment: nil, purchases: 2, units: 2, gross: "0",
-                                refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "0", unpriced: 2),
+                                refunds: 0, refundedUnits: 0, refundedAmount: "0", net: "0", unpriced: 2, proceedsUnknown: 2),
             ])
 
             let byEnvironment = try await queries.summary(app: Self.appA, filter: AuditFilter(environment: .all), groupBy: [.environment, .currency])
@@ -230,7 +230,7 @@ struct AuditQueriesTests {
             let refundDay = try #require(daily.first { $0.day == "2026-01-03" })
             #expect(refundDay == AuditSummaryRow(day: "2026-01-03", productId: "levels", currency: "USD", environment: nil, purchases: 0,
                                                  units: 0, gross: "0", refunds: 1, refundedUnits: 1, refundedAmount: "4.99", net: "-4.99",
-                                                 unpriced: 0))
+                                                 unpriced: 0, proceedsUnknown: 1))
             #expect(daily.map { "\($0.day ?? "-") \($0.productId ?? "-") \($0.currency ?? "-")" } == [
                 "2026-01-01 coins EUR", "2026-01-01 coins USD", "2026-01-02 levels USD", "2026-01-02 mystery -",
                 "2026-01-02 \(Self.oddProduct) -", "2026-01-03 levels USD", "2026-01-05 gold.month USD", "2026-02-05 gold.month USD",
@@ -239,6 +239,57 @@ struct AuditQueriesTests {
             // Filters apply to totals too.
             #expect(try await queries.summary(app: Self.appA, filter: AuditFilter(events: [.renewal])).map(\.gross) == ["2.99"])
             #expect(try await queries.summary(app: Self.appB).map(\.gross) == ["0.99"])
+        }
+    }
+
+    @Test("a payment after a year of paid service is past a year; free trials, refunded periods and lapses over 60 days do not count")
+    func yearOfPaidService() async throws {
+        try await TestDatabase.withDatabase { client, settings in
+            let handler = UserCommandHandler(store: PostgresEventStore(client: client, logger: TestDatabase.logger), logger: TestDatabase.logger)
+            let app = "com.example.subs"
+            try await handler.defineProduct(try Product(productId: "pro.month", type: .autoRenewable, duration: ISODuration(parsing: "P1M"),
+                                                        prices: ["USD": "4.99"]), app: app)
+            var calendar = Calendar(identifier: .gregorian)
+            calendar.timeZone = TimeZone(identifier: "UTC")!
+            func day(_ text: String) -> Date { Self.date(text + "T12:00:00Z") }
+            /// Monthly periods of one subscription from `start`, `count` of them; ids `<user>-<n>` go on from `first`.
+            func months(_ user: String, from start: String, count: Int, first: Int = 1, trialFirst: Bool = false) async throws {
+                for index in 0..<count {
+                    let begins = calendar.date(byAdding: .month, value: index, to: day(start))!
+                    let ends = calendar.date(byAdding: .month, value: index + 1, to: day(start))!
+                    let trial = trialFirst && index == 0 && first == 1
+                    let transaction = TestTransaction("\(user)-\(first + index)", "pro.month", original: "\(user)-1", purchased: begins, expires: ends,
+                                                      extra: trial ? ["is_trial_period": "true"] : [:])
+                    try await Self.record(handler, app: app, user: user, (transaction, .production), price: trial ? "0" : "4.99", currency: "USD")
+                }
+            }
+            // 13 monthly payments: the 13th comes after 365 days of paid service.
+            try await months("year", from: "2025-01-01", count: 13)
+            // A free month first: the 13th payment is the first after a paid year.
+            try await months("trial", from: "2025-01-01", count: 14, trialFirst: true)
+            // Six months, 92 days without, then ten: the count starts again.
+            try await months("long", from: "2025-01-01", count: 6)
+            try await months("long", from: "2025-10-01", count: 10, first: 7)
+            // Six months, 30 days without, then seven: the count goes on.
+            try await months("short", from: "2025-01-01", count: 6)
+            try await months("short", from: "2025-07-31", count: 7, first: 7)
+            // Thirteen payments, the third refunded: 31 days fewer.
+            try await months("refunded", from: "2025-01-01", count: 13)
+            _ = try await handler.execute(app: app, user: "refunded") { state, _ in
+                (try UserDecisions.revoke(transactionId: "refunded-3", revokedAt: day("2025-03-10"), reason: "refund", on: state), ())
+            }
+            try await Self.catchUp(client, settings)
+            var pastAYear: [String: Bool] = [:]
+            try await AuditQueries(client: client, logger: TestDatabase.logger).forEachEvent(app: app, pageSize: 7) { row in
+                if row.event != .refund { pastAYear[row.transactionId] = row.basis?.pastAYear }
+            }
+            let payments = 13 + 14 + 16 + 13 + 13
+            #expect(pastAYear.count == payments)
+            // year: 12 paid months (365 days) before the 13th. trial: 13th payment at 2026-01-01 has 11 paid months (334 days) before it,
+            // the 14th has 365. long: 181 days, a 92-day lapse, then at most 9 months (273 days): never. short: 181 + 30-day lapse + 184
+            // days (2025-07-31 to 2026-01-31) before short-13. refunded: 365 − 31 = 334 before refunded-13: not yet.
+            let past: [String] = pastAYear.filter(\.value).keys.sorted()
+            #expect(past == ["short-13", "trial-14", "year-13"])
         }
     }
 
@@ -328,7 +379,7 @@ struct AuditQueriesTests {
             try await queries.forEachEvent(app: Self.appA, filter: Self.everything, pageSize: 3) { csv += AuditCSV.line($0) }
             let records = try CSVReader.parse(csv)
             #expect(records.count == 10)
-            #expect(records.allSatisfy { $0.count == 24 })
+            #expect(records.allSatisfy { $0.count == 27 })
             let header = records[0]
             let odd = try #require(records.dropFirst().first { $0[header.firstIndex(of: "transaction_id")!] == "t6" })
             #expect(odd[header.firstIndex(of: "device_id")!] == Self.oddDevice)

@@ -12,7 +12,8 @@ import PostgresNIO
 ///
 /// The audit rows are written straight into the live audit table (the benchmark measures the
 /// reconciliation, not ingest): `transactions` purchases over 30 Pacific days, in 20 products and
-/// 12 storefronts with their currencies and prices, 2 % refunded, 1 % sandbox. The reports are
+/// 12 storefronts with their currencies and prices (4 products monthly auto-renewable
+/// subscriptions, each user's payments of one a subscription), 2 % refunded, 1 % sandbox. The reports are
 /// made from the same rows plus one sale in about one line in a hundred, so the reconciliation has
 /// differences to explain and transactions to list.
 public struct ReconciliationBenchmark: Sendable {
@@ -25,8 +26,15 @@ public struct ReconciliationBenchmark: Sendable {
         public let seconds: Double
         public let baselineSeconds: Double
         public let baselineGroups: Int
+        /// The month's audit summary with every row's proceeds (`AuditQueries.summary`, grouped by
+        /// day, product, currency, environment and storefront), and the same totals without
+        /// proceeds as one statement.
+        public let summaryRows: Int
+        public let summarySeconds: Double
+        public let summaryBaselineSeconds: Double
 
         public var ratio: Double { seconds / baselineSeconds }
+        public var summaryRatio: Double { summarySeconds / summaryBaselineSeconds }
     }
 
     static let app = "com.example.reconcile-bench"
@@ -57,12 +65,16 @@ public struct ReconciliationBenchmark: Sendable {
         try await client.query(PostgresQuery(unsafeSQL: """
             INSERT INTO \(table) (app, user_id, position, occurred_at, recorded_at, environment, device_id, event, transaction_id,
                 original_transaction_id, product_id, product_type, quantity, price, currency, amount, price_source, offer, purchase_date,
-                revoked, storefront)
+                expires_date, revoked, storefront)
             SELECT '\(Self.app)', 'user-' || (i % 50000), i, t, t, CASE WHEN i % 100 = 0 THEN 'sandbox' ELSE 'production' END, NULL,
-                   'purchase', 't' || i, 't' || i, 'product.' || (i % 20), 'consumable', 1 + (i % 3), s.price, s.currency,
-                   s.price * (1 + (i % 3)), 'app_store', 'none', t, i % 50 = 7, s.storefront
+                   CASE WHEN subscription THEN 'renewal' ELSE 'purchase' END, 't' || i,
+                   CASE WHEN subscription THEN 'sub-' || (i % 50000) || '-' || (i % 20) ELSE 't' || i END,
+                   'product.' || (i % 20), CASE WHEN subscription THEN 'auto_renewable' ELSE 'consumable' END, quantity, s.price, s.currency,
+                   s.price * quantity, 'app_store', 'none', t, CASE WHEN subscription THEN t + interval '1 month' END, i % 50 = 7, s.storefront
             FROM generate_series(1, \(transactions)) AS i
-            CROSS JOIN LATERAL (SELECT (timestamp '\(from) 00:00' AT TIME ZONE '\(zone)') + (i::float8 / \(transactions) * interval '30 days') AS t) AS at
+            CROSS JOIN LATERAL (SELECT (timestamp '\(from) 00:00' AT TIME ZONE '\(zone)') + (i::float8 / \(transactions) * interval '30 days') AS t,
+                                       i % 20 < 4 AS subscription) AS at
+            CROSS JOIN LATERAL (SELECT CASE WHEN subscription THEN 1 ELSE 1 + (i % 3) END AS quantity) AS q
             JOIN (VALUES \(values)) AS s (n, storefront, currency, price) ON s.n = i % \(Self.storefronts.count)
             """), logger: logger)
         try await client.query(PostgresQuery(unsafeSQL: """
@@ -130,10 +142,38 @@ public struct ReconciliationBenchmark: Sendable {
             baseline = min(baseline, (ContinuousClock.now - started).inSeconds)
             baselineGroups = count
         }
+
+        let audit = AuditQueries(client: client, logger: logger)
+        let filter = AuditFilter(from: period.start, to: period.end, environment: .all)
+        var summaryBest = Double.infinity
+        var summaryRows = 0
+        for run in 1...runs {
+            progress("the month's audit summary with proceeds, run \(run) of \(runs)")
+            let started = ContinuousClock.now
+            summaryRows = try await audit.summary(app: Self.app, filter: filter, groupBy: Set(AuditGrouping.allCases)).count
+            summaryBest = min(summaryBest, (ContinuousClock.now - started).inSeconds)
+        }
+        var summaryBaseline = Double.infinity
+        for run in 1...runs {
+            progress("the same totals without proceeds in one statement, run \(run) of \(runs)")
+            let started = ContinuousClock.now
+            let rows = try await client.query("""
+                SELECT to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), product_id, currency, environment, storefront,
+                       count(*) FILTER (WHERE event <> 'refund'), sum(quantity) FILTER (WHERE event <> 'refund'),
+                       sum(amount) FILTER (WHERE event <> 'refund'), count(*) FILTER (WHERE event = 'refund'),
+                       sum(quantity) FILTER (WHERE event = 'refund'), sum(amount) FILTER (WHERE event = 'refund'),
+                       count(*) FILTER (WHERE amount IS NULL)
+                FROM \(unescaped: table)
+                WHERE app = \(Self.app) AND occurred_at >= \(period.start) AND occurred_at < \(period.end)
+                GROUP BY 1, 2, 3, 4, 5
+                """, logger: logger)
+            for try await _ in rows {}
+            summaryBaseline = min(summaryBaseline, (ContinuousClock.now - started).inSeconds)
+        }
         let result = try reconciliation.unwrapped()
         return Result(transactions: transactions, reportLines: reportLines, rows: result.rows.count,
                       differing: result.rows.count(where: { $0.status == .differs }), seconds: best, baselineSeconds: baseline,
-                      baselineGroups: baselineGroups)
+                      baselineGroups: baselineGroups, summaryRows: summaryRows, summarySeconds: summaryBest, summaryBaselineSeconds: summaryBaseline)
     }
 }
 

@@ -254,6 +254,9 @@ struct Bench: AsyncParsableCommand {
             Output.line(String(format: "ledger reports reconcile   %6.2f s  (%d rows, %d differ)", result.seconds, result.rows, result.differing))
             Output.line(String(format: "one SQL aggregation        %6.2f s  (%d groups)", result.baselineSeconds, result.baselineGroups))
             Output.line(String(format: "ratio (reconcile / SQL): %.2f", result.ratio))
+            Output.line(String(format: "ledger audit summary       %6.2f s  (%d rows, with proceeds)", result.summarySeconds, result.summaryRows))
+            Output.line(String(format: "one SQL summary            %6.2f s  (no proceeds)", result.summaryBaselineSeconds))
+            Output.line(String(format: "ratio (summary / SQL): %.2f", result.summaryRatio))
         }
     }
 

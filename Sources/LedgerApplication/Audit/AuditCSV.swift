@@ -15,6 +15,7 @@ public enum AuditCSV {
         "position", "occurred_at", "recorded_at", "environment", "user_id", "device_id", "event", "transaction_id",
         "original_transaction_id", "product_id", "product_type", "quantity", "price", "currency", "amount",
         "price_source", "catalog_price", "offer", "purchase_date", "expires_date", "revoked", "refund", "refund_share", "storefront",
+        "proceeds", "proceeds_currency", "proceeds_source",
     ])
 
     public static func line(_ row: AuditRow) -> String {
@@ -24,12 +25,14 @@ public enum AuditCSV {
             text(row.originalTransactionId), text(row.productId), row.productType.rawValue, String(row.quantity), row.price, row.currency,
             row.amount, row.priceSource.rawValue, row.catalogPrice, row.offer.rawValue, LedgerJSON.formatTimestamp(row.purchaseDate), row.expiresDate.map(LedgerJSON.formatTimestamp),
             row.revoked ? "true" : "false", row.refund, row.refundShare.map(String.init), row.storefront.map(text),
+            row.proceeds, row.proceedsCurrency, row.proceedsSource?.rawValue,
         ])
     }
 
     public static let summaryHeader = line([
         "day", "product_id", "currency", "environment", "storefront", "purchases", "units", "gross", "refunds", "refunded_units",
-        "refunded_amount", "net", "unpriced",
+        "refunded_amount", "net", "unpriced", "proceeds", "refunded_proceeds", "net_proceeds", "proceeds_currency", "proceeds_source",
+        "proceeds_unknown",
     ])
 
     public static func line(_ row: AuditSummaryRow) -> String {
@@ -37,6 +40,7 @@ public enum AuditCSV {
             row.day, row.productId.map(text), row.currency, row.environment?.rawValue, row.storefront.map(text), String(row.purchases),
             String(row.units), row.gross,
             String(row.refunds), String(row.refundedUnits), row.refundedAmount, row.net, String(row.unpriced),
+            row.proceeds, row.refundedProceeds, row.netProceeds, row.proceedsCurrency, row.proceedsSource.rawValue, String(row.proceedsUnknown),
         ])
     }
 

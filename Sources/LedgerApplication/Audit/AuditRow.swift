@@ -45,14 +45,28 @@ public struct AuditRow: Sendable, Hashable {
     /// The buyer's App Store country (ISO 3166-1 alpha-3, Apple's `storefront`); nil when only
     /// verifyReceipt receipts told of the transaction, which name no storefront.
     public let storefront: String?
+    /// The developer's proceeds of the row, with the sign convention of `amount` (a refund's are
+    /// what it gave back), in `proceedsCurrency`; nil when unknown. See `AuditProceeds`.
+    public internal(set) var proceeds: String?
+    /// Apple's proceeds currency, or for an estimate the customer currency.
+    public internal(set) var proceedsCurrency: String?
+    /// Where `proceeds` come from: `apple_report`, an estimate's rule (`estimate:…`), `free`, or `unknown`.
+    public internal(set) var proceedsSource: ProceedsRules.Source?
+    /// What the store knows for the proceeds (the reporting day, the year of paid service); not exported.
+    public var basis: ProceedsBasis?
 
     public init(
         position: Int64, occurredAt: Date, recordedAt: Date?, environment: StoreEnvironment, userId: String,
         deviceId: String?, event: AuditEventKind, transactionId: String, originalTransactionId: String, productId: String,
         productType: ProductType, quantity: Int, price: String?, currency: String?, amount: String?,
         priceSource: UserLedger.Transaction.PriceSource, catalogPrice: String?, offer: UserLedger.Transaction.Offer,
-        purchaseDate: Date, expiresDate: Date?, revoked: Bool, refund: String? = nil, refundShare: Int? = nil, storefront: String? = nil
+        purchaseDate: Date, expiresDate: Date?, revoked: Bool, refund: String? = nil, refundShare: Int? = nil, storefront: String? = nil,
+        proceeds: String? = nil, proceedsCurrency: String? = nil, proceedsSource: ProceedsRules.Source? = nil, basis: ProceedsBasis? = nil
     ) {
+        self.proceeds = proceeds
+        self.proceedsCurrency = proceedsCurrency
+        self.proceedsSource = proceedsSource
+        self.basis = basis
         self.position = position
         self.occurredAt = occurredAt
         self.recordedAt = recordedAt
@@ -85,6 +99,7 @@ extension AuditRow: Codable {
         case position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId
         case productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer
         case purchaseDate, expiresDate, revoked, refund, refundShare, storefront
+        case proceeds, proceedsCurrency, proceedsSource
     }
 
     public init(from decoder: any Decoder) throws {
@@ -126,7 +141,10 @@ extension AuditRow: Codable {
             revoked: try container.decode(Bool.self, forKey: .revoked),
             refund: try container.decodeIfPresent(String.self, forKey: .refund),
             refundShare: try container.decodeIfPresent(Int.self, forKey: .refundShare),
-            storefront: try container.decodeIfPresent(String.self, forKey: .storefront)
+            storefront: try container.decodeIfPresent(String.self, forKey: .storefront),
+            proceeds: try container.decodeIfPresent(String.self, forKey: .proceeds),
+            proceedsCurrency: try container.decodeIfPresent(String.self, forKey: .proceedsCurrency),
+            proceedsSource: try container.decodeIfPresent(ProceedsRules.Source.self, forKey: .proceedsSource)
         )
     }
 
@@ -156,5 +174,8 @@ extension AuditRow: Codable {
         try container.encode(refund, forKey: .refund)
         try container.encode(refundShare, forKey: .refundShare)
         try container.encode(storefront, forKey: .storefront)
+        try container.encode(proceeds, forKey: .proceeds)
+        try container.encode(proceedsCurrency, forKey: .proceedsCurrency)
+        try container.encode(proceedsSource, forKey: .proceedsSource)
     }
 }

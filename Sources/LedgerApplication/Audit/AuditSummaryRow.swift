@@ -30,11 +30,34 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
     public let net: String
     /// Rows (of any event) without an amount: not in any total.
     public let unpriced: Int
+    /// The developer's proceeds of the purchase and renewal rows whose proceeds are known, in
+    /// `proceedsCurrency` (see `AuditRow.proceeds`); nil when none is known.
+    public let proceeds: String?
+    /// Proceeds the refunds gave back.
+    public let refundedProceeds: String?
+    /// proceeds − refundedProceeds.
+    public let netProceeds: String?
+    /// Apple's proceeds currency, or for estimates the customer currency; a group whose rows
+    /// Apple pays in two currencies is two rows, never added together.
+    public let proceedsCurrency: String?
+    /// Where the proceeds come from: one source, `mixed`, or `unknown` when no row's are known.
+    public let proceedsSource: ProceedsRules.Source
+    /// Money rows whose proceeds are unknown (no report line, no tax rate, no country or no
+    /// price): not in the proceeds.
+    public let proceedsUnknown: Int
 
     public init(
         day: String?, productId: String?, currency: String?, environment: StoreEnvironment?, storefront: String? = nil, purchases: Int, units: Int,
-        gross: String, refunds: Int, refundedUnits: Int, refundedAmount: String, net: String, unpriced: Int
+        gross: String, refunds: Int, refundedUnits: Int, refundedAmount: String, net: String, unpriced: Int,
+        proceeds: String? = nil, refundedProceeds: String? = nil, netProceeds: String? = nil, proceedsCurrency: String? = nil,
+        proceedsSource: ProceedsRules.Source = .unknown, proceedsUnknown: Int = 0
     ) {
+        self.proceeds = proceeds
+        self.refundedProceeds = refundedProceeds
+        self.netProceeds = netProceeds
+        self.proceedsCurrency = proceedsCurrency
+        self.proceedsSource = proceedsSource
+        self.proceedsUnknown = proceedsUnknown
         self.storefront = storefront
         self.day = day
         self.productId = productId
@@ -52,6 +75,7 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
 
     enum CodingKeys: String, CodingKey {
         case day, productId, currency, environment, storefront, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced
+        case proceeds, refundedProceeds, netProceeds, proceedsCurrency, proceedsSource, proceedsUnknown
     }
 
     /// Every key present, null when not grouped on, so every row has the same shape.
@@ -70,5 +94,11 @@ public struct AuditSummaryRow: Sendable, Hashable, Codable {
         try container.encode(refundedAmount, forKey: .refundedAmount)
         try container.encode(net, forKey: .net)
         try container.encode(unpriced, forKey: .unpriced)
+        try container.encode(proceeds, forKey: .proceeds)
+        try container.encode(refundedProceeds, forKey: .refundedProceeds)
+        try container.encode(netProceeds, forKey: .netProceeds)
+        try container.encode(proceedsCurrency, forKey: .proceedsCurrency)
+        try container.encode(proceedsSource, forKey: .proceedsSource)
+        try container.encode(proceedsUnknown, forKey: .proceedsUnknown)
     }
 }

@@ -47,8 +47,8 @@ public struct LedgerSalesGroup: Sendable, Hashable {
     public let freeTrial: Bool
     /// Refund rows of a prorated refund among them.
     public let prorated: Int
-    /// Units of auto-renewable renewals more than a year after the subscription's first
-    /// transaction (Apple's reduced commission; the ledger does not subtract lapses).
+    /// Units of auto-renewable payments after the subscriber's first year of paid service
+    /// (Apple's reduced commission; see `ProceedsBasis.pastAYear`), or refunds of such payments.
     public let pastAYearUnits: Int
 
     public init(grain: Grain, units: Int, amount: String?, freeTrial: Bool, prorated: Int, pastAYearUnits: Int = 0) {

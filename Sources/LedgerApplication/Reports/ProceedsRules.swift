@@ -8,7 +8,7 @@ import LedgerDomain
 /// Apple keeps a commission of the customer price net of tax: 30 % as standard, 15 % for an app in
 /// the Small Business Program, and 15 % for an auto-renewable subscription's renewals once the
 /// subscriber has a year of paid service. Estimated proceeds per unit are
-/// `price × (1 − tax share) × (1 − commission)`, rounded to cents as Apple's reports are; without a
+/// `price × (1 − tax share) × (1 − commission)`, rounded to the currency's minor unit as Apple's reports are; without a
 /// tax rate for the buyer's country (or a country at all) the proceeds are unknown.
 public struct ProceedsRules: Sendable, Hashable, Codable {
     /// The share of a customer price that is tax in a country, from a day on.
@@ -52,7 +52,7 @@ public struct ProceedsRules: Sendable, Hashable, Codable {
         case afterOneYear = "estimate:after_one_year"
         /// Both standard and after-one-year renewals.
         case standardAndAfterOneYear = "estimate:standard+after_one_year"
-        /// Units at price zero (a free trial period): no proceeds.
+        /// No money moved (units at price zero, a free trial period, a family revocation): no proceeds.
         case free
         /// Rows of several sources.
         case mixed
@@ -80,29 +80,50 @@ public struct ProceedsRules: Sendable, Hashable, Codable {
         smallBusiness.contains { $0.contains(day) }
     }
 
+    /// The estimated proceeds of one unit sold at `price` in `country` (ISO 3166-1 alpha-2) on
+    /// reporting day `day`, and the rule that gives them; nil (unknown) without the country's tax rate.
+    /// Rounded to the currency's minor unit (cents; whole yen or won).
+    public func unitEstimate(price: Decimal, currency: String?, country: String, day: String, pastAYear: Bool) -> (amount: Decimal, source: Source)? {
+        if price == 0 { return (0, .free) }
+        guard let tax = taxShare(country: country, day: day) else { return nil }
+        let net = price * (1 - tax)
+        let places = Self.minorUnits(of: currency)
+        if inSmallBusiness(on: day) { return (Self.rounded(net * Self.reducedShare, places: places), .smallBusiness) }
+        return pastAYear ? (Self.rounded(net * Self.reducedShare, places: places), .afterOneYear)
+            : (Self.rounded(net * Self.standardShare, places: places), .standard)
+    }
+
+    /// ISO 4217 currencies without a minor unit (amounts in whole units).
+    static let wholeUnitCurrencies: Set<String> = [
+        "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI", "VND", "VUV", "XAF", "XOF", "XPF",
+    ]
+
+    /// Decimal places of a currency's amounts: 0 for the whole-unit ones, else 2.
+    static func minorUnits(of currency: String?) -> Int16 {
+        currency.map { wholeUnitCurrencies.contains($0) } == true ? 0 : 2
+    }
+
     /// The estimated proceeds of a ledger group (negative for refunds) and their source; nil
     /// (unknown) without a price, a country or its tax rate.
     func estimate(_ group: LedgerSalesGroup) -> (amount: Decimal, source: Source)? {
         if let price = DecimalText.parse(group.grain.price), price == 0 { return (0, .free) }
         guard let price = DecimalText.parse(group.grain.price),
               let country = group.grain.storefront.flatMap(CountryCodes.alpha2(fromAlpha3:)),
-              let tax = taxShare(country: country, day: group.grain.day)
+              let standard = unitEstimate(price: price, currency: group.grain.currency, country: country, day: group.grain.day, pastAYear: false),
+              let reduced = unitEstimate(price: price, currency: group.grain.currency, country: country, day: group.grain.day, pastAYear: true)
         else { return nil }
-        let net = price * (1 - tax)
-        let smallBusiness = inSmallBusiness(on: group.grain.day)
-        let standardUnit = Self.cents(net * (smallBusiness ? Self.reducedShare : Self.standardShare))
-        let reducedUnit = Self.cents(net * Self.reducedShare)
         let pastAYear = min(group.pastAYearUnits, group.units)
-        let total = standardUnit * Decimal(group.units - pastAYear) + reducedUnit * Decimal(pastAYear)
-        let source: Source = smallBusiness ? .smallBusiness
+        let total = standard.amount * Decimal(group.units - pastAYear) + reduced.amount * Decimal(pastAYear)
+        let source: Source = standard.source == .smallBusiness ? .smallBusiness
             : pastAYear == 0 ? .standard : pastAYear == group.units ? .afterOneYear : .standardAndAfterOneYear
         return (group.grain.refund ? -total : total, source)
     }
 
-    static func cents(_ value: Decimal) -> Decimal {
+    /// Half up, as Apple's reports round money.
+    static func rounded(_ value: Decimal, places: Int16) -> Decimal {
         var value = value
         var rounded = Decimal()
-        NSDecimalRound(&rounded, &value, 2, .plain)
+        NSDecimalRound(&rounded, &value, Int(places), .plain)
         return rounded
     }
 }

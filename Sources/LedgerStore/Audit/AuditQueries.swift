@@ -17,10 +17,16 @@ public struct AuditQueries: AuditReads, Sendable {
 
     let client: DatabasePool
     let logger: Logger
+    /// Adds each row's proceeds; its fold of Apple's reports lives as long as this value's copies.
+    let proceeds: AuditProceeds
 
     public init(client: DatabasePool, logger: Logger) {
         self.client = client
         self.logger = logger
+        self.proceeds = AuditProceeds(
+            settings: PostgresSalesReports(client: client, logger: logger),
+            reported: ReportedProceeds(store: PostgresEventStore(client: client, logger: logger))
+        )
     }
 
     // MARK: Rows
@@ -33,14 +39,32 @@ public struct AuditQueries: AuditReads, Sendable {
         let afterPosition = cursor?.position ?? 0
         let afterEvent = cursor?.event.rawValue ?? ""
         let query: PostgresQuery = """
-            SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
-                   original_transaction_id, product_id, product_type, quantity, price::text, currency,
-                   amount::text, price_source, catalog_price::text, offer, purchase_date, expires_date, revoked,
-                   refund, refund_share, storefront
-            FROM ledger.audit_trail
-            WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))\(conditionsOf: filter)
-            ORDER BY position, event
-            LIMIT \(limit + 1)
+            WITH page AS (
+                SELECT position, occurred_at, recorded_at, environment, user_id, device_id, event, transaction_id,
+                       original_transaction_id, product_id, product_type, quantity, price, currency,
+                       amount, price_source, catalog_price, offer, purchase_date, expires_date, revoked,
+                       refund, refund_share, storefront
+                FROM ledger.audit_trail
+                WHERE app = \(app) AND (position, event) > (\(afterPosition), \(afterEvent))\(conditionsOf: filter)
+                ORDER BY position, event
+                LIMIT \(limit + 1)
+            ),
+            subscription_rows AS (
+                SELECT \(unescaped: PaidService.subscriptionColumns) FROM ledger.audit_trail
+                WHERE app = \(app) AND \(unescaped: PaidService.subscriptionConditions)
+                  AND user_id IN (SELECT user_id FROM page WHERE product_type = 'auto_renewable')
+            ),
+            \(unescaped: PaidService.paidCTE)
+            SELECT p.position, p.occurred_at, p.recorded_at, p.environment, p.user_id, p.device_id, p.event, p.transaction_id,
+                   p.original_transaction_id, p.product_id, p.product_type, p.quantity, p.price::text, p.currency,
+                   p.amount::text, p.price_source, p.catalog_price::text, p.offer, p.purchase_date, p.expires_date, p.revoked,
+                   p.refund, p.refund_share, p.storefront,
+                   to_char(p.occurred_at AT TIME ZONE \(unescaped: PaidService.reportingTimeZone(app: "p_app.bundle")), 'YYYY-MM-DD'),
+                   coalesce(paid.past_a_year, false)
+            FROM page p
+            CROSS JOIN (SELECT \(app)::text AS bundle) p_app
+            LEFT JOIN paid ON paid.user_id = p.user_id AND paid.transaction_id = p.transaction_id
+            ORDER BY p.position, p.event
             """
         var rows: [AuditRow] = []
         try await read {
@@ -49,6 +73,7 @@ public struct AuditQueries: AuditReads, Sendable {
                 rows.append(try Self.auditRow(row))
             }
         }
+        rows = try await proceeds.fill(rows, app: app)
         guard rows.count > limit else { return AuditPage(rows: rows, nextCursor: nil) }
         rows.removeLast()
         let last = rows[rows.count - 1]
@@ -58,9 +83,9 @@ public struct AuditQueries: AuditReads, Sendable {
     static func auditRow(_ row: PostgresRow) throws -> AuditRow {
         let (position, occurredAt, recordedAt, environment, userId, deviceId, event, transactionId, originalTransactionId,
              productId, productType, quantity, price, currency, amount, priceSource, catalogPrice, offer, purchaseDate, expiresDate,
-             revoked, refund, refundShare, storefront) = try row.decode(
+             revoked, refund, refundShare, storefront, reportingDay, pastAYear) = try row.decode(
             (Int64, Date, Date?, String, String, String?, String, String, String, String, String, Int, String?, String?,
-             String?, String, String?, String, Date, Date?, Bool, String?, Int?, String?).self
+             String?, String, String?, String, Date, Date?, Bool, String?, Int?, String?, String, Bool).self
         )
         guard let environmentValue = StoreEnvironment(rawValue: environment), let eventValue = AuditEventKind(rawValue: event),
               let source = UserLedger.Transaction.PriceSource(rawValue: priceSource), let offerValue = UserLedger.Transaction.Offer(rawValue: offer)
@@ -72,7 +97,8 @@ public struct AuditQueries: AuditReads, Sendable {
             deviceId: deviceId, event: eventValue, transactionId: transactionId, originalTransactionId: originalTransactionId,
             productId: productId, productType: ProductType(rawValue: productType) ?? .unknown, quantity: quantity, price: price,
             currency: currency, amount: amount, priceSource: source, catalogPrice: catalogPrice, offer: offerValue, purchaseDate: purchaseDate,
-            expiresDate: expiresDate, revoked: revoked, refund: refund, refundShare: refundShare, storefront: storefront
+            expiresDate: expiresDate, revoked: revoked, refund: refund, refundShare: refundShare, storefront: storefront,
+            basis: ProceedsBasis(reportingDay: reportingDay, pastAYear: pastAYear)
         )
     }
 
@@ -89,39 +115,51 @@ public struct AuditQueries: AuditReads, Sendable {
         let environmentKey = groupBy.contains(.environment) ? "environment" : "NULL::text"
         let storefrontKey = groupBy.contains(.storefront) ? "storefront" : "NULL::text"
         let (taken, givenBack) = (AuditEventKind.stored(.taken), AuditEventKind.stored(.givenBack))
+        // Parts share a group and all their proceeds depend on; a prorated refund is a part of its
+        // own, so that its proceeds are rounded as its row's are.
         let query: PostgresQuery = """
-            WITH g AS (
-                SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_id, currency, \(unescaped: environmentKey) AS environment,
-                       \(unescaped: storefrontKey) AS storefront,
-                       count(*) FILTER (WHERE event = ANY(\(taken)::text[])) AS purchases,
-                       coalesce(sum(quantity) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS units,
-                       coalesce(sum(amount) FILTER (WHERE event = ANY(\(taken)::text[])), 0) AS gross,
-                       count(*) FILTER (WHERE event = ANY(\(givenBack)::text[])) AS refunds,
-                       coalesce(sum(quantity) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_units,
-                       coalesce(sum(amount) FILTER (WHERE event = ANY(\(givenBack)::text[])), 0) AS refunded_amount,
-                       count(*) FILTER (WHERE amount IS NULL) AS unpriced
-                FROM ledger.audit_trail
-                WHERE app = \(app)\(conditionsOf: filter)
-                GROUP BY 1, 2, 3, 4, 5
-            )
-            SELECT day, product_id, currency, environment, storefront, purchases, units::bigint, gross::text, refunds,
-                   refunded_units::bigint, refunded_amount::text, (gross - refunded_amount)::text, unpriced
-            FROM g
-            ORDER BY day, product_id, currency, environment, storefront
+            WITH picked AS (
+                SELECT * FROM ledger.audit_trail WHERE app = \(app)\(conditionsOf: filter)
+            ),
+            subscription_rows AS (
+                SELECT \(unescaped: PaidService.subscriptionColumns) FROM ledger.audit_trail
+                WHERE app = \(app) AND \(unescaped: PaidService.subscriptionConditions)
+                  AND user_id IN (SELECT user_id FROM picked WHERE product_type = 'auto_renewable')
+            ),
+            \(unescaped: PaidService.paidCTE)
+            SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_key, r.currency, \(unescaped: environmentKey) AS environment_key,
+                   \(unescaped: storefrontKey) AS storefront_key,
+                   to_char(r.occurred_at AT TIME ZONE \(unescaped: PaidService.reportingTimeZone(app: "p_app.bundle")), 'YYYY-MM-DD'),
+                   coalesce(paid.past_a_year, false), r.product_id, r.storefront, r.price::text, r.environment = 'sandbox',
+                   (count(*) FILTER (WHERE r.event = ANY(\(taken)::text[])))::bigint,
+                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY(\(taken)::text[])), 0)::bigint,
+                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY(\(taken)::text[])), 0)::text,
+                   (count(*) FILTER (WHERE r.event = ANY(\(givenBack)::text[])))::bigint,
+                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY(\(givenBack)::text[])), 0)::bigint,
+                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY(\(givenBack)::text[])), 0)::text,
+                   (count(*) FILTER (WHERE r.amount IS NULL))::bigint
+            FROM picked r
+            CROSS JOIN (SELECT \(app)::text AS bundle) p_app
+            LEFT JOIN paid ON paid.user_id = r.user_id AND paid.transaction_id = r.transaction_id
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, r.event = ANY(\(givenBack)::text[]),
+                     CASE WHEN r.refund = 'prorated' THEN r.position END
             """
-        var rows: [AuditSummaryRow] = []
+        var parts: [AuditSummaryPart] = []
         try await read {
             for try await row in try await client.query(query, logger: logger) {
-                let (day, productId, currency, environment, storefront, purchases, units, gross, refunds, refundedUnits, refundedAmount, net, unpriced) =
-                    try row.decode((String?, String?, String?, String?, String?, Int, Int, String, Int, Int, String, String, Int).self)
-                rows.append(AuditSummaryRow(
-                    day: day, productId: productId, currency: currency, environment: environment.flatMap(StoreEnvironment.init(rawValue:)),
-                    storefront: storefront, purchases: purchases, units: units, gross: gross, refunds: refunds, refundedUnits: refundedUnits,
-                    refundedAmount: refundedAmount, net: net, unpriced: unpriced
+                let (day, productKey, currency, environmentKey, storefrontKey, reportingDay, pastAYear, productId, storefront, price, sandbox,
+                     purchases, units, gross, refunds, refundedUnits, refundedAmount, unpriced) = try row.decode(
+                    (String?, String?, String?, String?, String?, String, Bool, String, String?, String?, Bool, Int, Int, String, Int, Int, String, Int).self
+                )
+                parts.append(AuditSummaryPart(
+                    day: day, productId: productKey, currency: currency, environment: environmentKey.flatMap(StoreEnvironment.init(rawValue:)),
+                    storefront: storefrontKey, basis: ProceedsBasis(reportingDay: reportingDay, pastAYear: pastAYear), basisProductId: productId,
+                    basisStorefront: storefront, price: price, sandbox: sandbox, purchases: purchases, units: units, gross: gross, refunds: refunds,
+                    refundedUnits: refundedUnits, refundedAmount: refundedAmount, unpriced: unpriced
                 ))
             }
         }
-        return rows
+        return try await proceeds.summarize(parts, app: app)
     }
 
     // MARK: Catalog gaps

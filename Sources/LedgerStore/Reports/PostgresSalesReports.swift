@@ -38,16 +38,18 @@ public struct PostgresSalesReports: SalesReportArchive, SalesReads, ReportSettin
         let rows = try await read {
             try await client.query(
                 """
+                WITH subscription_rows AS (
+                    SELECT \(unescaped: PaidService.subscriptionColumns) FROM ledger.audit_trail
+                    WHERE app = \(app) AND \(unescaped: PaidService.subscriptionConditions) AND purchase_date < \(to)
+                ),
+                \(unescaped: PaidService.paidCTE)
                 SELECT to_char(r.occurred_at AT TIME ZONE \(timeZone), 'YYYY-MM-DD'), r.product_id, r.storefront, r.currency, r.price::text,
                        r.event = 'refund', r.environment = 'sandbox', sum(r.quantity)::bigint,
                        CASE WHEN bool_and(r.amount IS NOT NULL) THEN sum(r.amount)::text END,
                        bool_or(r.offer = 'free_trial'), (count(*) FILTER (WHERE r.refund = 'prorated'))::bigint,
-                       coalesce(sum(r.quantity) FILTER (WHERE first.purchase_date <= r.purchase_date - interval '365 days'), 0)::bigint
+                       coalesce(sum(r.quantity) FILTER (WHERE paid.past_a_year), 0)::bigint
                 FROM ledger.audit_trail r
-                LEFT JOIN ledger.audit_trail first
-                  ON r.product_type = 'auto_renewable' AND r.transaction_id <> r.original_transaction_id
-                 AND first.app = r.app AND first.product_type = 'auto_renewable' AND first.transaction_id = r.original_transaction_id
-                 AND first.event <> 'refund'
+                LEFT JOIN paid ON paid.user_id = r.user_id AND paid.transaction_id = r.transaction_id
                 WHERE r.app = \(app) AND r.occurred_at >= \(from) AND r.occurred_at < \(to)
                 GROUP BY 1, 2, 3, 4, 5, 6, 7
                 """,
@@ -59,7 +61,7 @@ public struct PostgresSalesReports: SalesReportArchive, SalesReads, ReportSettin
             in rows.decode((String, String, String?, String?, String?, Bool, Bool, Int, String?, Bool, Int, Int).self) {
             groups.append(LedgerSalesGroup(
                 grain: .init(day: day, productId: product, storefront: storefront, currency: currency, price: price, refund: refund, sandbox: sandbox),
-                units: units, amount: amount, freeTrial: freeTrial, prorated: prorated, pastAYearUnits: refund ? 0 : pastAYear
+                units: units, amount: amount, freeTrial: freeTrial, prorated: prorated, pastAYearUnits: pastAYear
             ))
         }
         return groups

@@ -294,7 +294,9 @@
     return environment === 'sandbox' ? 'sandbox (test money, not revenue)' : environment;
   }
 
-  /// Gross, refunds and net per interval, one chart per currency (and environment when both are read).
+  /// Gross, refunds, net and net proceeds per interval, one chart per currency (and environment
+  /// when both are read). Proceeds in the chart's currency are drawn beside the money; proceeds
+  /// Apple pays in another currency, and rows whose proceeds are unknown, are named under it.
   function drawMoney(filters, rows) {
     const box = $('money');
     box.replaceChildren();
@@ -312,7 +314,10 @@
     const buckets = bucketsFor(filters, rows.map((row) => row.day));
     const takenTypes = filters.types.filter((t) => t !== 'refund');
     for (const [key, group] of [...groups.entries()].sort()) {
-      const totals = buckets.map(() => ({ gross: ZERO, refunds: ZERO, net: ZERO }));
+      const totals = buckets.map(() => ({ gross: ZERO, refunds: ZERO, net: ZERO, proceeds: ZERO }));
+      const elsewhere = new Map(); // proceeds currency → net proceeds not in this currency's chart
+      const sources = new Set();
+      let unknown = 0;
       for (const row of group.rows) {
         const index = buckets.indexOf(bucketOf(row.day, filters.interval));
         if (index < 0) continue;
@@ -320,6 +325,11 @@
         t.gross = addDecimals(t.gross, decimal(row.gross));
         t.refunds = addDecimals(t.refunds, decimal(row.refundedAmount));
         t.net = addDecimals(t.net, decimal(row.net));
+        unknown += row.proceedsUnknown || 0;
+        if (row.netProceeds == null) continue;
+        sources.add(row.proceedsSource);
+        if (row.proceedsCurrency === group.currency) t.proceeds = addDecimals(t.proceeds, decimal(row.netProceeds));
+        else elsewhere.set(row.proceedsCurrency, addDecimals(elsewhere.get(row.proceedsCurrency) || ZERO, decimal(row.netProceeds)));
       }
       const scope = { currency: group.currency, environment: group.environment || filters.environment };
       const drill = (types, what) => (i) => ({
@@ -333,14 +343,31 @@
       if (takenTypes.length) measure('Gross', 'gross', takenTypes, 0);
       if (filters.types.includes('refund')) measure('Refunds', 'refunds', ['refund'], 1);
       measure('Net', 'net', filters.types, 2);
+      if (sources.size) measure('Net proceeds', 'proceeds', filters.types, 4);
       const labels = buckets.map((b) => bucketLabel(b, filters.interval));
-      const title = `${group.currency}${group.environment ? ' (' + environmentWords(group.environment) + ')' : ''}: gross, refunds and net per ${filters.interval}`;
+      const title = `${group.currency}${group.environment ? ' (' + environmentWords(group.environment) + ')' : ''}: gross, refunds, net and net proceeds per ${filters.interval}`;
       box.append(element('section', { class: 'currency', 'data-currency': group.currency, 'data-environment': group.environment || filters.environment }, [
         element('h3', { text: key }),
         barChart(title, labels, series),
+        proceedsNote(sources, unknown, elsewhere),
         numbersTable(title, labels, series, { route: 'events', params: Object.assign(baseQuery(filters), scope) }),
       ]));
     }
+  }
+
+  /// Where a chart's proceeds come from, and what it leaves out.
+  function proceedsNote(sources, unknown, elsewhere) {
+    const words = {
+      apple_report: "Apple's sales reports", 'estimate:standard': 'estimates at the standard commission',
+      'estimate:small_business': 'estimates at the Small Business Program rate', 'estimate:after_one_year': 'estimates at the rate after a year of paid service',
+      'estimate:standard+after_one_year': 'estimates at both subscription rates', free: 'rows that moved no money', mixed: 'several sources', unknown: 'nothing known',
+    };
+    const parts = [];
+    if (sources.size) parts.push('Proceeds from ' + [...sources].sort().map((s) => words[s] || s).join(', ') + '.');
+    else parts.push('No proceeds known: import Apple\'s sales reports, or set tax rates for estimates (see docs/finance.md).');
+    if (unknown) parts.push(`${unknown} row${unknown === 1 ? "'s" : "s'"} proceeds unknown, in no proceeds figure.`);
+    for (const [currency, amount] of [...elsewhere.entries()].sort()) parts.push(`Net proceeds paid in ${currency}: ${decimalText(amount)} (not drawn here).`);
+    return element('p', { class: 'proceeds-note', 'data-proceeds-unknown': String(unknown), text: parts.join(' ') });
   }
 
   /// How many purchases, renewals and refunds per interval, all currencies together (counts, not money).
@@ -636,7 +663,7 @@
   let drill = null;
 
   const ROUTES = {
-    events: { path: '/v1/audit/events', field: 'events', columns: ['position', 'occurredAt', 'environment', 'event', 'userId', 'deviceId', 'productId', 'productType', 'quantity', 'price', 'currency', 'amount', 'priceSource', 'transactionId', 'originalTransactionId', 'purchaseDate', 'expiresDate', 'revoked'] },
+    events: { path: '/v1/audit/events', field: 'events', columns: ['position', 'occurredAt', 'environment', 'event', 'userId', 'deviceId', 'productId', 'productType', 'quantity', 'price', 'currency', 'amount', 'proceeds', 'proceedsCurrency', 'proceedsSource', 'priceSource', 'transactionId', 'originalTransactionId', 'purchaseDate', 'expiresDate', 'revoked'] },
     reconciliation: { path: '/v1/audit/reconciliation' },
     restores: { path: '/v1/audit/restores', field: 'restores', columns: ['position', 'restoredAt', 'environment', 'userId', 'deviceId', 'productId', 'transactionId'] },
   };
