@@ -116,33 +116,46 @@ public struct AuditQueries: AuditReads, Sendable {
         let storefrontKey = groupBy.contains(.storefront) ? "storefront" : "NULL::text"
         let (taken, givenBack) = (AuditEventKind.stored(.taken), AuditEventKind.stored(.givenBack))
         // Parts share a group and all their proceeds depend on; a prorated refund is a part of its
-        // own, so that its proceeds are rounded as its row's are.
+        // own, so that its proceeds are rounded as its row's are. Only subscription rows are
+        // joined to their year of paid service: the others are added up without it.
+        let zone = PaidService.reportingTimeZone(app: "p_app.bundle")
+        func part(subscriptions: Bool) -> String {
+            """
+            SELECT \(day) AS day, \(productKey) AS product_key, r.currency, \(environmentKey) AS environment_key, \(storefrontKey) AS storefront_key,
+                   to_char(r.occurred_at AT TIME ZONE \(zone), 'YYYY-MM-DD'), \(subscriptions ? "coalesce(paid.past_a_year, false)" : "false"),
+                   r.product_id, r.storefront, r.price::text, r.environment = 'sandbox',
+                   (count(*) FILTER (WHERE r.event = ANY($2::text[])))::bigint,
+                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY($2::text[])), 0)::bigint,
+                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY($2::text[])), 0)::text,
+                   (count(*) FILTER (WHERE r.event = ANY($3::text[])))::bigint,
+                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY($3::text[])), 0)::bigint,
+                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY($3::text[])), 0)::text,
+                   (count(*) FILTER (WHERE r.amount IS NULL))::bigint
+            FROM \(subscriptions ? "subscription_picked" : "other_picked") r
+            CROSS JOIN (SELECT $1::text AS bundle) p_app
+            \(subscriptions ? "LEFT JOIN paid ON paid.user_id = r.user_id AND paid.transaction_id = r.transaction_id" : "")
+            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, r.event = ANY($3::text[]), CASE WHEN r.refund = 'prorated' THEN r.position END
+            """
+        }
+        // The first three values bound are $1 (the app), $2 and $3 (the event kinds), which both
+        // halves name by number; the filter's values come after them.
         let query: PostgresQuery = """
-            WITH picked AS (
-                SELECT * FROM ledger.audit_trail WHERE app = \(app)\(conditionsOf: filter)
+            WITH binds AS (SELECT \(app)::text, \(taken)::text[], \(givenBack)::text[]),
+            subscription_picked AS (
+                SELECT * FROM ledger.audit_trail WHERE app = $1 AND product_type = 'auto_renewable'\(conditionsOf: filter)
+            ),
+            other_picked AS NOT MATERIALIZED (
+                SELECT * FROM ledger.audit_trail WHERE app = $1 AND product_type <> 'auto_renewable'\(conditionsOf: filter)
             ),
             subscription_rows AS (
                 SELECT \(unescaped: PaidService.subscriptionColumns) FROM ledger.audit_trail
-                WHERE app = \(app) AND \(unescaped: PaidService.subscriptionConditions)
-                  AND user_id IN (SELECT user_id FROM picked WHERE product_type = 'auto_renewable')
+                WHERE app = $1 AND \(unescaped: PaidService.subscriptionConditions)
+                  AND user_id IN (SELECT user_id FROM subscription_picked)
             ),
             \(unescaped: PaidService.paidCTE)
-            SELECT \(unescaped: day) AS day, \(unescaped: productKey) AS product_key, r.currency, \(unescaped: environmentKey) AS environment_key,
-                   \(unescaped: storefrontKey) AS storefront_key,
-                   to_char(r.occurred_at AT TIME ZONE \(unescaped: PaidService.reportingTimeZone(app: "p_app.bundle")), 'YYYY-MM-DD'),
-                   coalesce(paid.past_a_year, false), r.product_id, r.storefront, r.price::text, r.environment = 'sandbox',
-                   (count(*) FILTER (WHERE r.event = ANY(\(taken)::text[])))::bigint,
-                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY(\(taken)::text[])), 0)::bigint,
-                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY(\(taken)::text[])), 0)::text,
-                   (count(*) FILTER (WHERE r.event = ANY(\(givenBack)::text[])))::bigint,
-                   coalesce(sum(r.quantity) FILTER (WHERE r.event = ANY(\(givenBack)::text[])), 0)::bigint,
-                   coalesce(sum(r.amount) FILTER (WHERE r.event = ANY(\(givenBack)::text[])), 0)::text,
-                   (count(*) FILTER (WHERE r.amount IS NULL))::bigint
-            FROM picked r
-            CROSS JOIN (SELECT \(app)::text AS bundle) p_app
-            LEFT JOIN paid ON paid.user_id = r.user_id AND paid.transaction_id = r.transaction_id
-            GROUP BY 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, r.event = ANY(\(givenBack)::text[]),
-                     CASE WHEN r.refund = 'prorated' THEN r.position END
+            \(unescaped: part(subscriptions: false))
+            UNION ALL
+            \(unescaped: part(subscriptions: true))
             """
         var parts: [AuditSummaryPart] = []
         try await read {
