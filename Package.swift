@@ -248,7 +248,7 @@ let package = Package(
         .testTarget(
             name: "LedgerEndToEndTests",
             dependencies: [
-                "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerTesting", "LedgerRuntime",
+                "LedgerHTTP", "LedgerApplication", "LedgerStore", "LedgerDomain", "LedgerDomainTesting", "LedgerTesting", "LedgerRuntime",
                 "LedgerDemo", "LedgerProjections", "AppStore", "AppStoreSimulator", "LocalPostgres", .asyncHTTPClient,
                 .hummingbird, .hummingbirdTesting, .postgresNIO, .logging, .nioCore, .nioHTTP1,
                 .serviceLifecycle, .prometheus, .crypto, .x509,

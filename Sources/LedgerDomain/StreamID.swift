@@ -1,10 +1,11 @@
 /// The name of a stream: the unit of consistency of the log.
 ///
-/// Four kinds of stream exist, and this type alone spells and parses their names:
+/// Five kinds of stream exist, and this type alone spells and parses their names:
 /// `user/<bundle id>/<user id>`, one per (app, user) pair, which a command reads, decides on and
 /// appends to with the version it read; `catalog/<bundle id>`, the app's product definitions;
 /// `notifications/<bundle id>`, App Store notifications no user of the app held yet; and
-/// `reports/<bundle id>`, Apple's sales reports received for the app.
+/// `reports/<bundle id>`, Apple's sales reports received for the app; and `periods/<bundle id>`,
+/// the periods finance closed and reopened.
 public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     /// What a stream is about, parsed from its name.
     public enum Kind: Hashable, Sendable {
@@ -12,6 +13,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         case catalog(app: String)
         case notifications(app: String)
         case reports(app: String)
+        case periods(app: String)
     }
 
     public let rawValue: String
@@ -45,6 +47,11 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         try StreamID(reportsPrefix + bundleID)
     }
 
+    /// The periods finance closed (and reopened) for the app.
+    public static func periods(app bundleID: String) throws(LedgerInputError) -> StreamID {
+        try StreamID(periodsPrefix + bundleID)
+    }
+
     /// What every user stream of the app starts with, for prefix scans of the log.
     public static func userPrefix(app bundleID: String) -> String {
         "\(userPrefix)\(bundleID)/"
@@ -54,6 +61,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     private static let catalogPrefix = "catalog/"
     private static let notificationsPrefix = "notifications/"
     private static let reportsPrefix = "reports/"
+    private static let periodsPrefix = "periods/"
 
     /// The kind of a stored stream name; nil for a name neither kind has.
     public static func kind(of rawValue: String) -> Kind? {
@@ -75,6 +83,10 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         if rawValue.hasPrefix(reportsPrefix) {
             let app = String(rawValue.dropFirst(reportsPrefix.count))
             return app.isEmpty ? nil : .reports(app: app)
+        }
+        if rawValue.hasPrefix(periodsPrefix) {
+            let app = String(rawValue.dropFirst(periodsPrefix.count))
+            return app.isEmpty ? nil : .periods(app: app)
         }
         return nil
     }

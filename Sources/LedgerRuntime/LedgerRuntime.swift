@@ -186,16 +186,31 @@ public enum LedgerRuntime {
 }
 
 extension PostgresLedger {
+    /// The anchor key of `$LEDGER_ANCHOR_KEY_FILE`, which signs periods closed over HTTP; nil
+    /// (closing refused over HTTP, told why) when it is not set or cannot be read.
+    static func periodSigner(logger: Logger) -> (any PeriodSigner)? {
+        guard let path = ProcessInfo.processInfo.environment["LEDGER_ANCHOR_KEY_FILE"], !path.isEmpty else { return nil }
+        do {
+            return try AnchorSigningKey.load(from: path)
+        } catch {
+            logger.error("LEDGER_ANCHOR_KEY_FILE cannot sign closes: \(error.message)")
+            return nil
+        }
+    }
+
     /// What the HTTP routes call, over this database; `monitor` nil for a server that does not
     /// watch its database (outage errors are still answered 503).
-    public func services(verifier: any ReceiptVerifier, client: DatabasePool, monitor: DatabaseMonitor?, logger: Logger) -> LedgerServices {
+    /// `periodSigner` signs the periods closed over HTTP: by default the key of `$LEDGER_ANCHOR_KEY_FILE`.
+    public func services(
+        verifier: any ReceiptVerifier, client: DatabasePool, monitor: DatabaseMonitor?, periodSigner: (any PeriodSigner)? = nil, logger: Logger
+    ) -> LedgerServices {
         LedgerServices(
             commands: commands, recordFacts: recordFacts, notifications: notifications, waitingNotifications: waitingNotifications,
             consumptionRequests: consumptionRequests, appStore: appStoreQueries,
             reader: handler.reader, store: store, directory: registry, idempotency: idempotency, reads: reads, audit: audit,
             health: PostgresHealthCheck(client: client, monitor: monitor, logger: logger),
             availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,
-            reconciliation: reconcileSalesReports,
+            reconciliation: reconcileSalesReports, periods: closePeriods, periodSigner: periodSigner ?? Self.periodSigner(logger: logger),
             background: (origins.map { [OriginBackfillService(queue: $0)] } ?? [])
                 + [WaitingNotificationsService(waiting: waitingNotifications, logger: logger)]
         )

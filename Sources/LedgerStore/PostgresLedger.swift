@@ -39,6 +39,8 @@ public struct PostgresLedger: Sendable {
     public let salesReports: PostgresSalesReports
     public let importSalesReports: ImportSalesReports
     public let reconcileSalesReports: ReconcileSalesReports
+    /// Closed periods: figures frozen as signed facts, and the adjustments learned since.
+    public let closePeriods: ClosePeriods
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -84,5 +86,7 @@ public struct PostgresLedger: Sendable {
         importSalesReports = ImportSalesReports(store: store, archive: salesReports, directory: registry, logger: logger)
         reconcileSalesReports = ReconcileSalesReports(reports: importSalesReports, reads: salesReports, reader: handler.reader, directory: registry,
                                                       settings: salesReports)
+        closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
+                                    directory: registry)
     }
 }

@@ -41,6 +41,9 @@ extension APIError {
             self = Self.appStore(error)
         case let error as AccessError:
             self = Self.access(error)
+        case let error as PeriodError:
+            self = error.code == .periodNeverClosed ? APIError(.notFound, error.code.rawValue, error.message)
+                : .conflict(error.code.rawValue, error.message)
         case let error as SecretError:
             // A key the operator must fix; the log has which (LedgerAPI.verify).
             self = APIError(.internalServerError, error.code.rawValue,

@@ -75,6 +75,11 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/audit/unclassified", .finance),
         APIRoute(.get, "/v1/audit/restores", .finance),
         APIRoute(.get, "/v1/audit/reconciliation", .finance),
+        APIRoute(.get, "/v1/audit/periods", .finance),
+        APIRoute(.get, "/v1/audit/periods/{period}", .finance),
+        APIRoute(.post, "/v1/audit/periods/{period}/close", .finance),
+        APIRoute(.post, "/v1/audit/periods/{period}/reopen", .finance),
+        APIRoute(.get, "/v1/audit/adjustments", .finance),
     ]
 
     /// The methods the routes of `path` take, in the list's order, a GET route's HEAD too (the

@@ -79,6 +79,11 @@ public struct LedgerAPI: Sendable {
         audit.get("unclassified") { try await auditUnclassified($0, $1) }
         audit.get("restores") { try await auditRestores($0, $1) }
         audit.get("reconciliation") { try await auditReconciliation($0, $1) }
+        audit.get("periods") { try await auditPeriods($0, $1) }
+        audit.get("periods/:period") { try await auditPeriod($0, $1) }
+        audit.post("periods/:period/close") { try await closePeriod($0, $1) }
+        audit.post("periods/:period/reopen") { try await reopenPeriod($0, $1) }
+        audit.get("adjustments") { try await auditAdjustments($0, $1) }
     }
 }
 

@@ -32,6 +32,10 @@ public struct LedgerServices: Sendable {
     public let verifier: any ReceiptVerifier
     /// The ledger beside Apple's sales reports; nil where no store of reports is wired (memory).
     public let reconciliation: ReconcileSalesReports?
+    /// Closed periods and their adjustments; nil where none are kept (memory).
+    public let periods: ClosePeriods?
+    /// Signs closes asked for over HTTP: the anchor key, when the server was given one.
+    public let periodSigner: (any PeriodSigner)?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -41,7 +45,7 @@ public struct LedgerServices: Sendable {
         consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
-        background: [any Service] = []
+        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -59,6 +63,8 @@ public struct LedgerServices: Sendable {
         self.availability = availability
         self.verifier = verifier
         self.reconciliation = reconciliation
+        self.periods = periods
+        self.periodSigner = periodSigner
         self.background = background
     }
 }

@@ -177,6 +177,7 @@ struct APIHarness: Sendable {
         authority given: SimulatorCertificateAuthority? = nil,
         notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
         sessionSettings: [String: String] = [:],
+        periodSigner: (any PeriodSigner)? = nil,
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
@@ -238,7 +239,7 @@ struct APIHarness: Sendable {
                 let server = LedgerServer(configuration: configuration, client: client, verifier: verifier, secrets: secrets,
                                           serverAPI: .init(productionURL: (productionBase ?? simulatorBase) + "/production",
                                                            sandboxURL: simulatorBase + "/sandbox"),
-                                          changes: changes, logger: logger)
+                                          changes: changes, periodSigner: periodSigner, logger: logger)
                 // As `ledger serve` does: the projections' views exist before the first request.
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
                 if runProjections { try await runner.prepare() }
