@@ -95,6 +95,20 @@ struct GoldenSample: Sendable, CustomStringConvertible {
                 ],
                 otherLines: 3, supersedes: nil
             )),
+            GoldenSample(PeriodClosed(
+                period: "2013-01", timeZone: "UTC", from: utc("2013-01-01T00:00:00.000Z"), to: utc("2013-02-01T00:00:00.000Z"),
+                closeId: UUID(uuidString: "6F1C2E9A-3B4D-4E5F-8A6B-7C8D9E0F1A2B")!, position: 4821, auditTrailVersion: 4, rows: 3,
+                rowsChecksum: "1729382256910270464",
+                figures: [PeriodClosed.Figure(
+                    environment: .production, currency: "USD", productId: "com.example.app.coins.100", purchases: 2, units: 3, gross: "2.97",
+                    refunds: 1, refundedUnits: 1, refundedAmount: "0.99", net: "1.98", unpriced: 0, proceeds: "2.07", refundedProceeds: "0.69",
+                    netProceeds: "1.38", proceedsCurrency: "USD", proceedsSource: "apple_report", proceedsUnknown: 0
+                )],
+                closedBy: "cli:finance", publicKey: "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n",
+                signature: "c2lnbmF0dXJl"
+            )),
+            GoldenSample(PeriodReopened(period: "2013-01", closeId: UUID(uuidString: "6F1C2E9A-3B4D-4E5F-8A6B-7C8D9E0F1A2B")!,
+                                        reason: "a refund dated in January arrived late", reopenedBy: "key:ab12cd34")),
         ]
     }()
 }
@@ -116,7 +130,7 @@ struct GoldenEventTests {
 
     @Test("every user event type decodes through UserEvent by its stored name")
     func userEventDecoding() throws {
-        for sample in GoldenSample.all where !["ProductDefined", "SalesReportReceived"].contains(sample.typeName.name) {
+        for sample in GoldenSample.all where !["ProductDefined", "SalesReportReceived", "PeriodClosed", "PeriodReopened"].contains(sample.typeName.name) {
             #expect(throws: Never.self) { try UserEvent(type: sample.typeName.stored, data: try sample.encode()) }
         }
         #expect(throws: UnknownEventType.self) { try UserEvent(type: "PurchaseRecorded.v9", data: "{}") }

@@ -2,6 +2,8 @@ import AppStoreSimulator
 import Foundation
 import LedgerApplication
 import LedgerDemo
+import LedgerDomain
+import LedgerDomainTesting
 import LedgerStore
 import LedgerTesting
 import NIOHTTP1
@@ -313,6 +315,53 @@ import Testing
                 try await browser.run("document.getElementById('r-to').value = '2001-01-01'")
                 try await browser.click("#reconcile-form button[type=submit]")
                 #expect(try await browser.text("#reconcile-status").contains("must not be after"))
+            }
+        }
+    }
+
+    @Test func theClosedMonthsPanelShowsTheFrozenFiguresAndTheAdjustmentsWithTheirCauseAndCSV() async throws {
+        try await APIHarness.run(periodSigner: try PeriodRoutesTests.signer()) { api in
+            try await api.defineProduct("coins", type: "consumable")
+            let ledger = PostgresLedger(client: api.client, logger: TestDatabase.logger)
+            for (user, id, time) in [("ann", "t1", "2026-10-03T10:00:00Z"), ("bob", "t2", "2026-10-20T10:00:00Z")] {
+                let bought = TestTransaction(id, "coins", quantity: 2, purchased: LedgerJSON.parseTimestamp(time)!)
+                _ = try await ledger.handler.execute(app: APIHarness.app, user: user) { state, _ in
+                    (try TestReceipts.observe([bought], app: APIHarness.app, price: "0.99", currency: "USD", on: state).events, ())
+                }
+            }
+            let finance = api.keys["finance"]
+            let closed = try await api.send(.POST, "/v1/audit/periods/2026-10/close?minPosition=\(try await PeriodRoutesTests.head(api))", key: finance)
+            #expect(closed.status == 201, "\(closed.text)")
+            _ = try await ledger.handler.execute(app: APIHarness.app, user: "ann") { state, _ in
+                (try UserDecisions.revoke(transactionId: "t1", revokedAt: LedgerJSON.parseTimestamp("2026-10-25T00:00:00Z")!, reason: "refund", on: state), ())
+            }
+            _ = try await api.send(.GET, "/v1/audit/summary?minPosition=\(try await PeriodRoutesTests.head(api))", key: finance)
+            let expected = try await api.send(.GET, "/v1/audit/adjustments?period=2026-10", key: finance)
+            let listed = (expected.json["adjustments"] as? [[String: Any]] ?? []).map { "\($0["kind"] as? String ?? "") \($0["netChange"] as? String ?? "")" }
+            #expect(listed == ["added -1.98"])
+
+            try await Browser.with { browser in
+                try await signIn(browser, api, key: finance)
+                try await browser.wait(for: "the dashboard", "return document.body.dataset.loaded !== undefined")
+                try await browser.run("document.getElementById('f-from').value = '2026-10-01'; document.getElementById('f-to').value = '2026-11-01'")
+                try await apply(browser)
+                // The money panel says October is closed; the panel shows its frozen net and a valid signature.
+                #expect(try await browser.text("#closed-note").contains("Closed months in this period: 2026-10"))
+                #expect(try await browser.text("#periods-table tr[data-period=\"2026-10\"] [data-column=net]") == "3.96 USD")
+                #expect(try await browser.text("#periods-table tr[data-period=\"2026-10\"] [data-column=signature]") == "valid")
+                // Its adjustments: the API's, with their cause.
+                try await browser.click("#periods-table tr[data-period=\"2026-10\"] button.cell")
+                try await browser.wait(for: "the adjustments", "return document.querySelectorAll('#adjustments-table tbody tr').length > 0")
+                let shown = try await browser.run("""
+                    return [...document.querySelectorAll('#adjustments-table tbody tr')].map((tr) => tr.dataset.kind + ' ' + tr.querySelector('[data-column=netChange]').textContent);
+                    """) as? [String] ?? []
+                #expect(shown == listed, "\(shown)")
+                #expect(try await browser.text("#adjustments-table").contains("PurchaseRevoked.v1"))
+                try browser.clearDownloads()
+                try await browser.click("#adjustments-csv")
+                let saved = try await browser.download(named: "adjustments-\(APIHarness.app)-2026-10.csv")
+                let csv = try await api.send(.GET, "/v1/audit/adjustments?period=2026-10", key: finance, headers: [("Accept", "text/csv")])
+                #expect(saved == csv.body, "the page saves the API's CSV byte for byte")
             }
         }
     }

@@ -370,6 +370,57 @@
     return element('p', { class: 'proceeds-note', 'data-proceeds-unknown': String(unknown), text: parts.join(' ') });
   }
 
+  /// The closed months, each with its adjustments a click away; the money panel names those the filters cover.
+  function drawPeriods(filters, periods) {
+    const box = $('periods');
+    box.replaceChildren();
+    $('adjustments').replaceChildren();
+    const covered = periods.filter((p) => p.state === 'closed' && (!filters.to || Date.parse(p.from) < Date.parse(filters.to))
+      && (!filters.from || Date.parse(p.to) > Date.parse(filters.from)));
+    const note = $('closed-note');
+    note.hidden = covered.length === 0;
+    note.textContent = covered.length === 0 ? '' : `Closed months in this period: ${covered.map((p) => p.period).join(', ')}. The charts show the audit trail as it is now; each closed month's frozen figures and the adjustments learned since are under “Closed months”.`;
+    if (periods.length === 0) {
+      box.append(empty('No month is closed yet: `ledger audit close --app … --period yyyy-MM --key FILE`.'));
+      return;
+    }
+    const head = element('tr', {}, ['Month', 'State', 'Closed at', 'By', 'Figures at position', 'Signature', 'Frozen net', ''].map((c) => element('th', { scope: 'col', text: c })));
+    const body = periods.map((p) => {
+      const nets = new Map();
+      for (const f of p.figures) if (f.currency && f.environment === 'production') nets.set(f.currency, addDecimals(nets.get(f.currency) || ZERO, decimal(f.net)));
+      return element('tr', { 'data-period': p.period, 'data-state': p.state }, [
+        element('td', { text: p.period }), element('td', { text: p.state }), element('td', { text: p.closedAt }), element('td', { text: p.closedBy }),
+        element('td', { text: String(p.closePosition) }), element('td', { 'data-column': 'signature', text: p.signatureValid ? 'valid' : 'INVALID' }),
+        element('td', { 'data-column': 'net', text: [...nets.entries()].sort().map(([c, v]) => `${decimalText(v)} ${c}`).join(', ') || '–' }),
+        element('td', {}, [element('button', { type: 'button', class: 'cell', text: 'Adjustments', onclick: () => showAdjustments(p.period) })]),
+      ]);
+    });
+    box.append(element('div', { class: 'table-wrap' }, [element('table', { id: 'periods-table' }, [element('thead', {}, [head]), element('tbody', {}, body)])]));
+  }
+
+  /// What the ledger learned after a month was closed that changes its rows, and why.
+  async function showAdjustments(period) {
+    const box = $('adjustments');
+    try {
+      const answer = await getJSON('/v1/audit/adjustments', { period });
+      const head = element('tr', {}, ['Booked in', 'Kind', 'Event', 'Transaction', 'Product', 'Currency', 'Net change', 'Cause'].map((c) => element('th', { scope: 'col', text: c })));
+      const rows = answer.adjustments.map((a) => element('tr', { 'data-position': String(a.position), 'data-kind': a.kind }, [
+        element('td', { text: a.bookedIn }), element('td', { text: a.kind }), element('td', { text: a.event }), element('td', { text: a.transactionId }),
+        element('td', { text: a.productId }), element('td', { text: a.currency || '' }), element('td', { 'data-column': 'netChange', text: a.netChange }),
+        element('td', { text: a.cause.message }),
+      ]));
+      box.replaceChildren(
+        element('h3', { id: 'adjustments-title', text: `Adjustments to ${period}: ${answer.adjustments.length}` }),
+        answer.adjustments.length ? element('div', { class: 'table-wrap' }, [element('table', { id: 'adjustments-table' }, [element('thead', {}, [head]), element('tbody', {}, rows)])])
+          : empty(`Nothing learned since ${period} was closed changes its rows.`),
+        element('button', { type: 'button', class: 'download', id: 'adjustments-csv', text: 'Download the adjustments (CSV)',
+          onclick: () => downloadCSV({ route: 'adjustments', params: { period } }) }),
+      );
+    } catch (error) {
+      failed(error);
+    }
+  }
+
   /// How many purchases, renewals and refunds per interval, all currencies together (counts, not money).
   function drawCounts(filters, byType) {
     const box = $('counts');
@@ -524,7 +575,8 @@
     status('Loading…');
     try {
       const base = baseQuery(filters);
-      const [money, unclassified, products, periods, sold, restores, ...counts] = await Promise.all([
+      const [closedMonths, money, unclassified, products, periods, sold, restores, ...counts] = await Promise.all([
+        getJSON('/v1/audit/periods'),
         getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day,currency' }, base)),
         getJSON('/v1/audit/unclassified'),
         getJSON('/v1/audit/summary', { environment: filters.environment, groupBy: 'product' }),
@@ -542,6 +594,7 @@
       drawCounts(filters, byType);
       drawSubscriptions(filters, periods);
       drawNonRenewing(filters, sold, restores);
+      drawPeriods(filters, closedMonths.periods);
       status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}${filters.userId ? ', user ' + filters.userId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
       document.body.dataset.loaded = String(run);
     } catch (error) {
@@ -665,6 +718,7 @@
   const ROUTES = {
     events: { path: '/v1/audit/events', field: 'events', columns: ['position', 'occurredAt', 'environment', 'event', 'userId', 'deviceId', 'productId', 'productType', 'quantity', 'price', 'currency', 'amount', 'proceeds', 'proceedsCurrency', 'proceedsSource', 'priceSource', 'transactionId', 'originalTransactionId', 'purchaseDate', 'expiresDate', 'revoked'] },
     reconciliation: { path: '/v1/audit/reconciliation' },
+    adjustments: { path: '/v1/audit/adjustments' },
     restores: { path: '/v1/audit/restores', field: 'restores', columns: ['position', 'restoredAt', 'environment', 'userId', 'deviceId', 'productId', 'transactionId'] },
   };
 
