@@ -210,7 +210,7 @@ extension PostgresLedger {
             reader: handler.reader, store: store, directory: registry, idempotency: idempotency, reads: reads, audit: audit,
             health: PostgresHealthCheck(client: client, monitor: monitor, logger: logger),
             availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,
-            reconciliation: reconcileSalesReports, periods: closePeriods, periodSigner: periodSigner ?? Self.periodSigner(logger: logger),
+            reconciliation: reconcileSalesReports, periods: closePeriods, periodSigner: periodSigner ?? Self.periodSigner(logger: logger), metrics: metrics,
             background: (origins.map { [OriginBackfillService(queue: $0)] } ?? [])
                 + [WaitingNotificationsService(waiting: waitingNotifications, logger: logger)]
         )

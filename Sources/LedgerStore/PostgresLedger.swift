@@ -41,6 +41,8 @@ public struct PostgresLedger: Sendable {
     public let reconcileSalesReports: ReconcileSalesReports
     /// Closed periods: figures frozen as signed facts, and the adjustments learned since.
     public let closePeriods: ClosePeriods
+    /// MRR, actives and their movement, trials, churn, refund rates and cohorts.
+    public let metrics: ReadMetrics
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -88,5 +90,6 @@ public struct PostgresLedger: Sendable {
                                                       settings: salesReports)
         closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
                                     directory: registry)
+        metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry)
     }
 }

@@ -60,6 +60,8 @@ import Testing
                 (try UserDecisions.revoke(transactionId: "t1", revokedAt: LedgerJSON.parseTimestamp("2026-10-25T00:00:00Z")!, reason: "refund", on: state), ())
             }
             let head = try await Self.head(api)
+            let marked = try await api.send(.GET, "/v1/audit/summary?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z&minPosition=\(head)", key: finance)
+            #expect((marked.json["closedPeriods"] as? [[String: Any]])?.map { $0["period"] as? String } == ["2026-10"], "\(marked.text)")
             let period = try await api.send(.GET, "/v1/audit/periods/2026-10", key: finance)
             #expect((period.json["figures"] as? [[String: Any]])?.first?["net"] as? String == "3.96", "the closed figures do not move")
             let adjustments = try await api.send(.GET, "/v1/audit/adjustments?period=2026-10&minPosition=\(head)", key: finance)
@@ -73,6 +75,14 @@ import Testing
             #expect(reopened.status == 200 && reopened.json["state"] as? String == "reopened", "\(reopened.text)")
             let twice = try await api.send(.POST, "/v1/audit/periods/2026-10/reopen", key: finance, json: ["reason": "again"])
             #expect(twice.status == 409 && Self.code(twice) == "period_not_closed")
+            // The summary of October names the closed month and where its frozen figures are.
+            let summary = try await api.send(.GET, "/v1/audit/summary?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z", key: finance)
+            #expect((summary.json["closedPeriods"] as? [[String: Any]])?.isEmpty == true, "reopened: no longer closed")
+            // Metrics of the month: the same API, its contract checked.
+            let metrics = try await api.send(.GET, "/v1/audit/metrics?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z", key: finance)
+            #expect(metrics.status == 200 && (metrics.json["refunds"] as? [[String: Any]])?.first?["refunds"] as? Int == 1, "\(metrics.text)")
+            let badInterval = try await api.send(.GET, "/v1/audit/metrics?from=2026-10-01T00:00:00Z&to=2026-11-01T00:00:00Z&interval=week", key: finance)
+            #expect(badInterval.status == 400 && badInterval.text.contains("month or day"))
             let list = try await api.send(.GET, "/v1/audit/periods", key: finance)
             #expect((list.json["periods"] as? [[String: Any]])?.map { $0["state"] as? String } == ["reopened"])
         }

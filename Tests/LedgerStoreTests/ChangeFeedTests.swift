@@ -65,12 +65,13 @@ struct ChangeFeedTests {
     @Test("an app's shared secret is read once and kept; set again in another session, the next verification reads the new one")
     func sharedSecretsAreKeptUntilTheAppChanges() async throws {
         try await TestDatabase.withDatabase { client, settings in
+            let sealer = try SecretSealer(key: SecretSealer.generateKey(), origin: "this test")
+            let elsewhere = AppRegistry(client: client, logger: Self.logger, secrets: sealer)
+            // Added before the feed listens: their announcements cannot arrive late and clear what is kept below.
+            try await elsewhere.addApp("com.example.secret", sharedSecret: "one")
+            try await elsewhere.addApp("com.example.none", sharedSecret: nil)
             try await Self.withFeed(client, settings) { feed in
-                let sealer = try SecretSealer(key: SecretSealer.generateKey(), origin: "this test")
                 let server = AppRegistry(client: client, logger: Self.logger, secrets: sealer, acceptedKeys: feed.keys)
-                let elsewhere = AppRegistry(client: client, logger: Self.logger, secrets: sealer)
-                try await elsewhere.addApp("com.example.secret", sharedSecret: "one")
-                try await elsewhere.addApp("com.example.none", sharedSecret: nil)
                 #expect(try await server.sharedSecret(of: "com.example.secret") == "one")
                 #expect(try await server.sharedSecret(of: "com.example.none") == nil)
 

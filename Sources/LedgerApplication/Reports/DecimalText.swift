@@ -2,7 +2,7 @@ import Foundation
 
 /// Decimal text as finance reads it: parsed exactly (never through floating point) and printed
 /// without trailing zeros, so that Apple's `0.990` and the ledger's `0.99` are one price.
-enum DecimalText {
+public enum DecimalText {
     static func parse(_ text: String?) -> Decimal? {
         guard let text, !text.isEmpty else { return nil }
         return Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
@@ -14,6 +14,9 @@ enum DecimalText {
         NSDecimalRound(&rounded, &value, 6, .plain)
         return NSDecimalNumber(decimal: rounded).stringValue
     }
+
+    /// `canonical`, for the store.
+    public static func canonicalText(_ text: String) -> String { canonical(text) }
 
     /// The canonical text of a decimal text; the text itself when it is not a number.
     static func canonical(_ text: String) -> String {

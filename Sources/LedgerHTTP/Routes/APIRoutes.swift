@@ -80,6 +80,7 @@ public enum APIRoutes {
         APIRoute(.post, "/v1/audit/periods/{period}/close", .finance),
         APIRoute(.post, "/v1/audit/periods/{period}/reopen", .finance),
         APIRoute(.get, "/v1/audit/adjustments", .finance),
+        APIRoute(.get, "/v1/audit/metrics", .finance),
     ]
 
     /// The methods the routes of `path` take, in the list's order, a GET route's HEAD too (the

@@ -65,9 +65,19 @@ extension LedgerAPI {
             return Response(status: .ok, headers: Self.csvHeaders(filename: "audit-summary-\(key.app).csv"),
                             body: .init(byteBuffer: ByteBuffer(string: text)))
         }
-        struct Answer: Encodable { let environment: String; let groupBy: [String]; let rows: [AuditSummaryRow] }
+        // Closed months the rows fall in: their figures here are the trail's as it is now; the frozen
+        // ones, and what changed since, are at /v1/audit/periods/{period} and /v1/audit/adjustments.
+        struct ClosedMonth: Encodable { let period: String; let closedAt: Date; let closePosition: Int64; let figures: String; let adjustments: String }
+        let closed = try await services.periods?.statuses(app: key.app).filter { status in
+            status.state == .closed && filter.to.map { status.from < $0 } ?? true && filter.from.map { status.to > $0 } ?? true
+        } ?? []
+        struct Answer: Encodable { let environment: String; let groupBy: [String]; let rows: [AuditSummaryRow]; let closedPeriods: [ClosedMonth] }
         return try APIJSON.response(Answer(
-            environment: filter.environment.rawValue, groupBy: AuditGrouping.effective(groups, for: filter).map(\.rawValue).sorted(), rows: rows
+            environment: filter.environment.rawValue, groupBy: AuditGrouping.effective(groups, for: filter).map(\.rawValue).sorted(), rows: rows,
+            closedPeriods: closed.map {
+                ClosedMonth(period: $0.period, closedAt: $0.closedAt, closePosition: $0.closePosition, figures: "/v1/audit/periods/\($0.period)",
+                            adjustments: "/v1/audit/adjustments?period=\($0.period)")
+            }
         ))
     }
 

@@ -84,6 +84,7 @@ public struct LedgerAPI: Sendable {
         audit.post("periods/:period/close") { try await closePeriod($0, $1) }
         audit.post("periods/:period/reopen") { try await reopenPeriod($0, $1) }
         audit.get("adjustments") { try await auditAdjustments($0, $1) }
+        audit.get("metrics") { try await auditMetrics($0, $1) }
     }
 }
 

@@ -36,6 +36,8 @@ public struct LedgerServices: Sendable {
     public let periods: ClosePeriods?
     /// Signs closes asked for over HTTP: the anchor key, when the server was given one.
     public let periodSigner: (any PeriodSigner)?
+    /// Subscription metrics; nil where none are read (memory).
+    public let metrics: ReadMetrics?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -45,7 +47,7 @@ public struct LedgerServices: Sendable {
         consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
-        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, background: [any Service] = []
+        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -65,6 +67,7 @@ public struct LedgerServices: Sendable {
         self.reconciliation = reconciliation
         self.periods = periods
         self.periodSigner = periodSigner
+        self.metrics = metrics
         self.background = background
     }
 }
