@@ -21,7 +21,7 @@ struct Bench: AsyncParsableCommand {
             """,
         subcommands: [
             Append.self, Seed.self, History.self, Catalog.self, Rebuild.self, Verify.self, Signed.self, Load.self, Reads.self, Fuzz.self,
-            FaultyServe.self, Sync.self, Reconcile.self,
+            FaultyServe.self, Sync.self, Reconcile.self, Metrics.self,
         ]
     )
 
@@ -222,6 +222,41 @@ struct Bench: AsyncParsableCommand {
             guard result.recovered == missing, result.seen == result.notifications else {
                 throw CommandFailure(message: "the walk recorded \(result.recovered) of \(missing) missing and saw \(result.seen) of \(result.notifications)")
             }
+        }
+    }
+
+    struct Metrics: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "A year of subscription metrics and a month's close for a large app, against the rows they read in one SQL statement.",
+            discussion: """
+                Runs in a scratch database <database>_bench on the same server (dropped afterwards). Writes a year (2025) of \
+                --subscribers monthly subscriptions straight into the live audit table (a tenth with a free trial, a twentieth \
+                stopping mid-year, two currencies, one renewal in a hundred refunded), then times `ledger audit metrics` for the \
+                year by month against the same rows aggregated by month and currency in one statement, and `ledger audit close` \
+                of June against its totals in one statement (best of 3 each).
+                """
+        )
+
+        @OptionGroup var options: GlobalOptions
+
+        @Option(help: "Subscribers.")
+        var subscribers = 100_000
+
+        @Flag(help: "Keep the scratch database for inspection.")
+        var keep = false
+
+        func run() async throws {
+            let subscribers = subscribers
+            let result = try await options.withScratchDatabase(keep: keep, "\(subscribers) subscribers") { client, logger in
+                try await MetricsBenchmark(client: client, logger: logger).run(subscribers: subscribers) { Output.error("bench: \($0)") }
+            }
+            Output.line("metrics subscribers=\(result.subscribers) rows=\(result.rows)")
+            Output.line(String(format: "ledger audit metrics (year)  %6.2f s", result.metricsSeconds))
+            Output.line(String(format: "one SQL aggregation          %6.2f s", result.metricsBaselineSeconds))
+            Output.line(String(format: "ratio (metrics / SQL): %.2f", result.metricsSeconds / result.metricsBaselineSeconds))
+            Output.line(String(format: "ledger audit close (month)   %6.2f s  (%d rows)", result.closeSeconds, result.closeRows))
+            Output.line(String(format: "one SQL summary of the month %6.2f s", result.closeBaselineSeconds))
+            Output.line(String(format: "ratio (close / SQL): %.2f", result.closeSeconds / result.closeBaselineSeconds))
         }
     }
 
