@@ -110,7 +110,9 @@ public enum SubscriptionMetrics {
             change(&value)
             figures[interval.label, default: [:]][key] = value
         }
-        var mrr: [String: [String: Decimal]] = [:]
+        // Amounts per interval, currency and product, divided by the product's months once at the end.
+        struct Recurring: Hashable { let interval: String; let currency: String; let product: String }
+        var recurring: [Recurring: Decimal] = [:]
         struct Key: Hashable { let user: String; let original: String }
         for (_, subscription) in Dictionary(grouping: rows, by: { Key(user: $0.userId, original: $0.originalTransactionId) }) {
             let ordered = subscription.sorted { ($0.start, $0.end ?? $0.start) < ($1.start, $1.end ?? $1.start) }
@@ -152,8 +154,8 @@ public enum SubscriptionMetrics {
                         var value = figures[interval.label]?[currency] ?? Figures(interval: interval.label, currency: currency)
                         value.activeAtEnd += 1
                         figures[interval.label, default: [:]][currency] = value
-                        if let amount = current.amount, let months = monthsOf(current.productId) {
-                            mrr[interval.label, default: [:]][currency, default: 0] += amount / months
+                        if let amount = current.amount {
+                            recurring[Recurring(interval: interval.label, currency: currency, product: current.productId), default: 0] += amount
                         }
                     }
                     if interval.start <= asOf, stretchStart <= interval.start, interval.start < stretchEnd,
@@ -175,6 +177,11 @@ public enum SubscriptionMetrics {
                     bump(end, trial.currency) { $0.trialsExpired += 1 }
                 }
             }
+        }
+        var mrr: [String: [String: Decimal]] = [:]
+        for (key, amount) in recurring {
+            guard let months = monthsOf(key.product) else { continue }
+            mrr[key.interval, default: [:]][key.currency, default: 0] += amount / months
         }
         var result: [Figures] = []
         for interval in intervals {

@@ -15,8 +15,11 @@ public struct PostgresMetrics: MetricsReads, Sendable {
     }
 
     public func subscriptionRows(app: String, environment: StoreEnvironment, before to: Date, asOf: Date) async throws -> [SubscriptionRow] {
-        let rows = try await read {
-            try await client.query("""
+        var result: [SubscriptionRow] = []
+        var amounts: [String: Decimal] = [:]  // the same few prices over and over: each parsed once
+        let posix = Locale(identifier: "en_US_POSIX")
+        try await read {
+            try await client.forEachRow("""
                 SELECT r.user_id, r.original_transaction_id, r.product_id, r.event, r.offer, r.purchase_date, r.expires_date, r.amount::text, r.currency,
                        r.revoked AND EXISTS (
                            SELECT 1 FROM ledger.audit_trail f
@@ -26,15 +29,19 @@ public struct PostgresMetrics: MetricsReads, Sendable {
                 FROM ledger.audit_trail r
                 WHERE r.app = \(app) AND r.environment = \(environment.rawValue) AND r.product_type = 'auto_renewable' AND r.event <> 'refund'
                   AND r.purchase_date < \(to) AND r.recorded_at <= \(asOf)
-                """, logger: logger)
-        }
-        var result: [SubscriptionRow] = []
-        for try await (user, original, product, event, offer, start, end, amount, currency, revoked) in rows.decode(
-            (String, String, String, String, String, Date, Date?, String?, String?, Bool).self
-        ) {
-            result.append(SubscriptionRow(userId: user, originalTransactionId: original, productId: product, event: event, offer: offer, start: start,
-                                          end: end, amount: amount.flatMap { Decimal(string: $0, locale: Locale(identifier: "en_US_POSIX")) },
-                                          currency: currency, revoked: revoked))
+                """, logger: logger) { row in
+                let (user, original, product, event, offer, start, end, amount, currency, revoked) =
+                    try row.decode((String, String, String, String, String, Date, Date?, String?, String?, Bool).self)
+                var value: Decimal?
+                if let amount {
+                    if let known = amounts[amount] { value = known } else {
+                        value = Decimal(string: amount, locale: posix)
+                        amounts[amount] = value
+                    }
+                }
+                result.append(SubscriptionRow(userId: user, originalTransactionId: original, productId: product, event: event, offer: offer,
+                                              start: start, end: end, amount: value, currency: currency, revoked: revoked))
+            }
         }
         return result
     }
