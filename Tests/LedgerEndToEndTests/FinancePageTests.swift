@@ -135,6 +135,35 @@ import Testing
                 #expect(!expected.isEmpty)
                 expectSameMoney(shown, expected, "sandbox")
 
+                // Subscription metrics: the page's months are the API's, figure by figure.
+                var calendar = Calendar(identifier: .gregorian)
+                calendar.timeZone = TimeZone(identifier: "UTC")!
+                let thisMonth = calendar.date(from: calendar.dateComponents([.year, .month], from: Date()))!
+                let range = (from: calendar.date(byAdding: .month, value: -11, to: thisMonth)!, to: calendar.date(byAdding: .month, value: 1, to: thisMonth)!)
+                let metrics = try await api.send(.GET, "/v1/audit/metrics?environment=sandbox&interval=month&from=\(ISO8601DateFormatter().string(from: range.from))&to=\(ISO8601DateFormatter().string(from: range.to))",
+                                                 key: api.keys["finance"])
+                #expect(metrics.status == 200, "\(metrics.text)")
+                var fromAPI: [String: [String: String]] = [:]
+                for row in metrics.json["subscriptions"] as? [[String: Any]] ?? [] where row["currency"] as? String == "USD" {
+                    let month = row["interval"] as? String ?? ""
+                    fromAPI[month] = ["MRR": row["mrr"] as? String ?? "", "New": "\(row["new"] as? Int ?? -1)", "Reactivated": "\(row["reactivated"] as? Int ?? -1)",
+                                      "Churned": "\(row["churned"] as? Int ?? -1)", "Active at end": "\(row["activeAtEnd"] as? Int ?? -1)"]
+                }
+                #expect(!fromAPI.isEmpty, "the demo has an auto-renewable subscription: \(metrics.text)")
+                let onPage = try await browser.run("""
+                    const out = {};
+                    for (const row of document.querySelectorAll('#metrics section.metrics[data-currency="USD"] tbody tr[data-bucket]')) {
+                        out[row.dataset.bucket] = out[row.dataset.bucket] || {};
+                        for (const cell of row.querySelectorAll('td[data-series]')) out[row.dataset.bucket][cell.dataset.series] = cell.textContent;
+                    }
+                    return out;
+                    """) as? [String: [String: String]] ?? [:]
+                for (month, figures) in fromAPI {
+                    let shown = onPage[month] ?? [:]
+                    #expect(Decimal(string: shown["MRR"] ?? "") == Decimal(string: figures["MRR"] ?? ""), "\(month): \(shown) against \(figures)")
+                    for name in ["New", "Reactivated", "Churned", "Active at end"] { #expect(shown[name] == figures[name], "\(month) \(name): \(shown)") }
+                }
+
                 // Counts: purchases, renewals and refunds as the summary counts them.
                 let counts = try await browser.run("""
                     const out = {};

@@ -370,6 +370,53 @@
     return element('p', { class: 'proceeds-note', 'data-proceeds-unknown': String(unknown), text: parts.join(' ') });
   }
 
+  /// The months the metrics cover: the filters' period, else the last twelve months (UTC).
+  function metricsPeriod(filters) {
+    const now = new Date();
+    const to = filters.to || iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+    const from = filters.from || iso(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11, 1));
+    return { from, to };
+  }
+
+  /// MRR, and subscriptions new, reactivated, churned and active, per month, one pair of charts per currency.
+  function drawMetrics(filters, report) {
+    const box = $('metrics');
+    box.replaceChildren();
+    if (!report) {
+      box.append(empty('Metrics are per environment: choose Production or Sandbox.'));
+      return;
+    }
+    const currencies = [...new Set(report.subscriptions.map((row) => row.currency))].sort();
+    if (currencies.length === 0) {
+      box.append(empty(emptyText(filters, 'auto-renewable subscriptions')));
+      return;
+    }
+    const months = [...new Set(report.subscriptions.map((row) => row.interval))].sort();
+    for (const currency of currencies) {
+      const of = (month) => report.subscriptions.find((row) => row.interval === month && row.currency === currency);
+      const drill = (name) => (i) => {
+        const [year, month] = months[i].split('-').map(Number);
+        return { title: `${name}, ${currency}, ${months[i]}`, route: 'events',
+          params: { from: iso(Date.UTC(year, month - 1, 1)), to: iso(Date.UTC(year, month, 1)), productType: 'auto_renewable', type: 'purchase,renewal',
+            currency, environment: report.environment } };
+      };
+      const figure = (name, field, color, money) => {
+        const values = months.map((m) => (of(m) ? of(m)[field] : 0));
+        return { name, color, values: values.map((v) => (money ? decimalNumber(decimal(v)) : v)), texts: values.map((v) => (money ? decimalText(decimal(v)) : String(v))), drill: drill(name) };
+      };
+      const mrr = [figure('MRR', 'mrr', 0, true)];
+      const movement = [figure('New', 'new', 2), figure('Reactivated', 'reactivated', 3), figure('Churned', 'churned', 1), figure('Active at end', 'activeAtEnd', 4)];
+      const spec = { route: 'events', params: { productType: 'auto_renewable', currency, environment: report.environment } };
+      box.append(element('section', { class: 'metrics', 'data-currency': currency }, [
+        element('h3', { text: `${currency} (${report.environment})` }),
+        barChart(`${currency}: monthly recurring revenue at each month's end`, months, mrr),
+        numbersTable(`${currency}: monthly recurring revenue`, months, mrr, spec),
+        barChart(`${currency}: subscriptions new, reactivated, churned and active per month`, months, movement),
+        numbersTable(`${currency}: subscriptions per month`, months, movement, spec),
+      ]));
+    }
+  }
+
   /// The closed months, each with its adjustments a click away; the money panel names those the filters cover.
   function drawPeriods(filters, periods) {
     const box = $('periods');
@@ -575,8 +622,10 @@
     status('Loading…');
     try {
       const base = baseQuery(filters);
-      const [closedMonths, money, unclassified, products, periods, sold, restores, ...counts] = await Promise.all([
+      const metricsRange = metricsPeriod(filters);
+      const [closedMonths, metrics, money, unclassified, products, periods, sold, restores, ...counts] = await Promise.all([
         getJSON('/v1/audit/periods'),
+        filters.environment === 'all' ? null : getJSON('/v1/audit/metrics', Object.assign({ environment: filters.environment, interval: 'month' }, metricsRange)),
         getJSON('/v1/audit/summary', Object.assign({ groupBy: 'day,currency' }, base)),
         getJSON('/v1/audit/unclassified'),
         getJSON('/v1/audit/summary', { environment: filters.environment, groupBy: 'product' }),
@@ -595,6 +644,7 @@
       drawSubscriptions(filters, periods);
       drawNonRenewing(filters, sold, restores);
       drawPeriods(filters, closedMonths.periods);
+      drawMetrics(filters, metrics);
       status(`Showing ${environmentWords(filters.environment)}${filters.productId ? ', ' + filters.productId : ''}${filters.userId ? ', user ' + filters.userId : ''}, ${filters.from ? 'from ' + filters.from.slice(0, 10) : 'from the start'} ${filters.to ? 'to ' + filters.to.slice(0, 10) + ' (not included)' : 'to now'}.`);
       document.body.dataset.loaded = String(run);
     } catch (error) {
