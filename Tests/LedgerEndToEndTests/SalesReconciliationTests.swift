@@ -127,6 +127,104 @@ import Testing
         }
     }
 
+    @Test func aMonthOfSalesReconcilesDayByDayAndTheLedgersProceedsAreApplesPerRow() async throws {
+        let authority = try SimulatorCertificateAuthority()
+        try await APIHarness.run(productionSimulator: true, authority: authority) { api in
+            let prices: [String: Any] = ["price": "0.99", "currency": "USD",
+                                         "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
+            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
+            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
+                                        simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+            try await api.defineProduct("plus.monthly", type: "auto_renewable", duration: "P1M", group: "plus", prices: ["USD": "2.99"],
+                                        simulatorOptions: ["price": "2.99", "currency": "USD", "introOffer": ["kind": "free_trial", "periods": 1]])
+            try await api.defineProduct("levels", type: "non_consumable", prices: ["USD": "2.99"],
+                                        simulatorOptions: ["price": "2.99", "currency": "USD", "familyShareable": true])
+            _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
+            try await api.giveServerAPIKey()
+            for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN"), ("org", "USA"), ("kid", "USA"), ("tia", "USA")] {
+                _ = try await api.productionSimulator(.POST, "/admin/users", ["userId": user, "storefront": storefront])
+            }
+            _ = try await api.productionSimulator(.POST, "/admin/family", ["organizerUserId": "org", "memberUserId": "kid"])
+            // Day by day for a month and a day: purchases posted by devices, a refund, a family purchase shared with a member;
+            // subscriptions (one from a free trial) renew through Apple's notifications alone.
+            let plan: [Int: [(String, String, Int)]] = [
+                0: [("ann", "coins", 3), ("bea", "pro.monthly", 1), ("tia", "plus.monthly", 1), ("org", "levels", 1)],
+                4: [("bea", "coins", 2)], 9: [("kei", "coins", 1)], 15: [("ann", "pro.monthly", 1)], 22: [("kei", "coins", 2), ("ann", "coins", 1)],
+            ]
+            var days: Set<String> = []
+            var refunded = ""
+            for day in 0...31 {
+                for (user, product, quantity) in plan[day] ?? [] {
+                    let purchase = try await Self.purchase(api, user, product, quantity: quantity)
+                    if day == 9 { refunded = purchase.transactionId }
+                    #expect(try await api.postTransaction(user, device: "\(user)-phone", purchase.jws).status == 200)
+                }
+                if day == 0 {
+                    let shared = try await api.productionSimulator(.GET, "/admin/users/kid/apps/\(Self.app)").json["signedTransactions"] as? [String] ?? []
+                    for jws in shared { #expect(try await api.postTransaction("kid", device: "kid-phone", jws).status == 200) }
+                }
+                if day == 12 { _ = try await api.productionSimulator(.POST, "/admin/transactions/\(refunded)/cancel", ["reason": 1]) }
+                days.insert(try await Self.simulatorReportingDay(api))
+                _ = try await api.productionSimulator(.POST, "/admin/clock/advance", ["seconds": 86_400])
+            }
+            try await Self.waitForDeliveries(api)
+            let ledger = api.appStoreLedger()
+            var imported = 0
+            for day in days.sorted() {
+                let answer = try await api.productionSimulator(.GET, "/admin/apps/\(Self.app)/sales-reports/\(day)")
+                guard answer.status == 200 else { continue }
+                _ = try await Self.importReport(api, ledger, day: day)
+                imported += 1
+            }
+            #expect(imported == days.count, "a report of every day, with or without sales")
+            try await Self.waitForAuditTrail(api)
+
+            let month = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: days.min()!, to: days.max()!)
+            let open = month.rows.filter { $0.status == .differs }
+            #expect(open.isEmpty, "\(open)")
+            #expect(month.rows.allSatisfy { $0.status == .matched || $0.explanations.allSatisfy { $0.code == .freeUnits } }, "\(month.rows.filter { $0.status != .matched })")
+            let renewals = month.rows.filter { $0.productId.hasSuffix(".monthly") && $0.apple.unitsSold > 0 }
+            #expect(Set(renewals.map(\.day)).count >= 3, "first purchases and the renewals a month later, on their own days: \(renewals.map(\.day))")
+            #expect(month.rows.contains { $0.apple.unitsRefunded == 1 && $0.ledger.unitsRefunded == 1 }, "the refund, on the day Apple booked it")
+            for row in month.rows where row.status == .matched && row.apple.unitsSold + row.apple.unitsRefunded > 0 {
+                #expect(row.ledgerProceeds == row.appleProceeds && row.proceedsSource == .appleReport, "per row, the ledger's proceeds are Apple's: \(row)")
+            }
+            // And on the audit trail's own rows: each production money row's proceeds are Apple's per-unit proceeds × its units.
+            let events = try await api.send(.GET, "/v1/audit/events?limit=500", key: api.keys["finance"]).json["events"] as? [[String: Any]] ?? []
+            let paid = events.filter { ($0["amount"] as? String).flatMap { Decimal(string: $0) }.map { $0 > 0 } ?? false }
+            #expect(!paid.isEmpty && paid.allSatisfy { $0["proceedsSource"] as? String == "apple_report" }, "\(paid.filter { $0["proceedsSource"] as? String != "apple_report" })")
+
+            // The next day the ledger goes deaf: three coins sold that no device posts and no notification tells,
+            // and Apple refunds ann's first purchase of the month. The month's reconciliation names exactly those.
+            _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)/notifications/dropped", ["dropped": true])
+            for quantity in [1, 2] { _ = try await Self.purchase(api, "kei", "coins", quantity: quantity) }
+            let annFirst = try #require(events.first { $0["userId"] as? String == "ann" && $0["productId"] as? String == "coins" }?["transactionId"] as? String)
+            _ = try await api.productionSimulator(.POST, "/admin/transactions/\(annFirst)/cancel", ["reason": 0])
+            let today = try await Self.simulatorReportingDay(api)
+            _ = try await Self.importReport(api, ledger, day: today)
+            let gap = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: days.min()!, to: today)
+            let codes = gap.rows.filter { $0.status == .differs }.flatMap(\.explanations).map { "\($0.code.rawValue):\($0.units)" }.sorted()
+            #expect(codes == ["not_in_ledger:3", "refund_not_in_ledger:3"], "\(gap.rows.filter { $0.status == .differs })")
+            // Apple's notification history brings the refund back; the sales Apple alone knows remain, to backfill.
+            let sync = try #require(ledger.syncNotifications)
+            _ = try await sync(app: Self.app, environment: .production)
+            try await Self.waitForAuditTrail(api)
+            let after = try await ledger.reconcileSalesReports.reconcile(app: Self.app, from: days.min()!, to: today)
+            let left = after.rows.filter { $0.status == .differs }.flatMap(\.explanations).map { "\($0.code.rawValue):\($0.units)" }
+            #expect(left == ["not_in_ledger:3"], "\(after.rows.filter { $0.status == .differs })")
+        }
+    }
+
+    /// Today in Apple's reporting time zone, by the production simulator's clock.
+    static func simulatorReportingDay(_ api: APIHarness) async throws -> String {
+        let clock = try await api.productionSimulator(.GET, "/admin/clock")
+        guard let ms = clock.json["nowMs"] as? Int else { throw HarnessError(message: "no clock: \(clock.text)") }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: ReconcileSalesReports.defaultTimeZone)!
+        let parts = calendar.dateComponents([.year, .month, .day], from: Date(timeIntervalSince1970: Double(ms) / 1000))
+        return String(format: "%04d-%02d-%02d", parts.year!, parts.month!, parts.day!)
+    }
+
     @Test func everyAuditRowCarriesItsProceedsFromApplesReportOrANamedEstimateAndTheSummaryAddsThemPerCurrency() async throws {
         let authority = try SimulatorCertificateAuthority()
         try await APIHarness.run(productionSimulator: true, authority: authority) { api in
@@ -309,7 +407,8 @@ import Testing
         guard answer.status == 200 else { throw HarnessError(message: "no report: \(answer.status) \(answer.text)") }
         let content = answer.body
         #expect(Gzip.isGzip(content), "Apple's reports come gzipped")
-        let file = try SalesReportParser.parse(content)
+        // A day without sales is a report without lines: its day is the one asked for, as from App Store Connect.
+        let file = try SalesReportParser.parse(content, reportDate: day)
         #expect(file.reportDate == day)
         return try await ledger.importSalesReports.record(ReceivedSalesReport(
             content: content, reportDate: file.reportDate, columns: file.columns, lines: file.lines, otherLines: file.otherLines,
