@@ -55,15 +55,7 @@ extension Audit {
         var out: String
 
         func run() async throws {
-            guard let keyPath = key ?? ProcessInfo.processInfo.environment["LEDGER_ANCHOR_KEY_FILE"], !keyPath.isEmpty else {
-                throw CommandFailure(message: "no signing key: pass --key FILE or set LEDGER_ANCHOR_KEY_FILE (create a key with `ledger audit anchor-key --out FILE`)")
-            }
-            let signingKey: AnchorSigningKey
-            do {
-                signingKey = try AnchorSigningKey.load(from: keyPath)
-            } catch {
-                throw CommandFailure(message: error.message)
-            }
+            let (signingKey, keyPath) = try Audit.signingKey(key)
             let logger = try options.makeLogger()
             let settings = try await options.databaseSettings(logger: logger)
             let summary: LogAnchorSummary

@@ -18,6 +18,18 @@ extension Audit {
         }
     }
 
+    /// The anchor's private key of `--key`, else of `$LEDGER_ANCHOR_KEY_FILE`, and its path.
+    static func signingKey(_ given: String?) throws -> (key: AnchorSigningKey, path: String) {
+        guard let path = given ?? ProcessInfo.processInfo.environment["LEDGER_ANCHOR_KEY_FILE"], !path.isEmpty else {
+            throw CommandFailure(message: "no signing key: pass --key FILE or set LEDGER_ANCHOR_KEY_FILE (create a key with `ledger audit anchor-key --out FILE`)")
+        }
+        do {
+            return (try AnchorSigningKey.load(from: path), path)
+        } catch {
+            throw CommandFailure(message: error.message)
+        }
+    }
+
     static func printStatus(_ status: PeriodStatus) {
         Output.line("\(status.period) \(status.state.rawValue): [\(LedgerJSON.formatTimestamp(status.from)), \(LedgerJSON.formatTimestamp(status.to))) in \(status.timeZone)")
         Output.line("figures at log position \(status.closePosition); the close is the fact at position \(status.factPosition), signature \(status.signatureValid ? "valid" : "INVALID")")
@@ -52,15 +64,7 @@ extension Audit {
         @Option(help: ArgumentHelp("Who closes it, as the log should say.", valueName: "name")) var by: String = ProcessInfo.processInfo.environment["USER"] ?? "operator"
 
         func run() async throws {
-            guard let keyPath = key ?? ProcessInfo.processInfo.environment["LEDGER_ANCHOR_KEY_FILE"], !keyPath.isEmpty else {
-                throw CommandFailure(message: "no signing key: pass --key FILE or set LEDGER_ANCHOR_KEY_FILE (create a key with `ledger audit anchor-key --out FILE`)")
-            }
-            let signingKey: AnchorSigningKey
-            do {
-                signingKey = try AnchorSigningKey.load(from: keyPath)
-            } catch {
-                throw CommandFailure(message: error.message)
-            }
+            let signingKey = try Audit.signingKey(key).key
             let (app, period, zone, by) = (app, period, timeZone, by)
             let status = try await Audit.withPeriods(options) { periods in
                 try await periods.close(app: app, period: period, timeZone: zone, closedBy: "cli:\(by)", signer: signingKey)

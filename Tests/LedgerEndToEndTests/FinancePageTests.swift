@@ -350,14 +350,7 @@ import Testing
 
     @Test func theClosedMonthsPanelShowsTheFrozenFiguresAndTheAdjustmentsWithTheirCauseAndCSV() async throws {
         try await APIHarness.run(periodSigner: try PeriodRoutesTests.signer()) { api in
-            try await api.defineProduct("coins", type: "consumable")
-            let ledger = PostgresLedger(client: api.client, logger: TestDatabase.logger)
-            for (user, id, time) in [("ann", "t1", "2026-10-03T10:00:00Z"), ("bob", "t2", "2026-10-20T10:00:00Z")] {
-                let bought = TestTransaction(id, "coins", quantity: 2, purchased: LedgerJSON.parseTimestamp(time)!)
-                _ = try await ledger.handler.execute(app: APIHarness.app, user: user) { state, _ in
-                    (try TestReceipts.observe([bought], app: APIHarness.app, price: "0.99", currency: "USD", on: state).events, ())
-                }
-            }
+            let ledger = try await PeriodRoutesTests.seedOctober(api)
             let finance = api.keys["finance"]
             let closed = try await api.send(.POST, "/v1/audit/periods/2026-10/close?minPosition=\(try await PeriodRoutesTests.head(api))", key: finance)
             #expect(closed.status == 201, "\(closed.text)")

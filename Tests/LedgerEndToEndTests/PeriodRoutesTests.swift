@@ -23,6 +23,19 @@ import Testing
         (answer.json["error"] as? [String: Any])?["code"] as? String
     }
 
+    /// Two October purchases of 2 coins at 0.99 USD (ann's t1 on the 3rd, bob's t2 on the 20th), recorded as verified receipts.
+    static func seedOctober(_ api: APIHarness) async throws -> PostgresLedger {
+        try await api.defineProduct("coins", type: "consumable")
+        let ledger = PostgresLedger(client: api.client, logger: TestDatabase.logger)
+        for (user, id, time) in [("ann", "t1", "2026-10-03T10:00:00Z"), ("bob", "t2", "2026-10-20T10:00:00Z")] {
+            let bought = TestTransaction(id, "coins", quantity: 2, purchased: LedgerJSON.parseTimestamp(time)!)
+            _ = try await ledger.handler.execute(app: app, user: user) { state, _ in
+                (try TestReceipts.observe([bought], app: app, price: "0.99", currency: "USD", on: state).events, ())
+            }
+        }
+        return ledger
+    }
+
     static func head(_ api: APIHarness) async throws -> Int {
         var head = 0
         for try await value in try await api.client.query("SELECT coalesce(max(\"position\"), 0)::int FROM ledger.events").decode(Int.self) { head = value }
@@ -31,14 +44,7 @@ import Testing
 
     @Test func financeClosesAMonthReadsItsFiguresAndAdjustmentsAndReopensIt() async throws {
         try await APIHarness.run(periodSigner: try Self.signer()) { api in
-            try await api.defineProduct("coins", type: "consumable")
-            let ledger = PostgresLedger(client: api.client, logger: TestDatabase.logger)
-            for (user, id, time) in [("ann", "t1", "2026-10-03T10:00:00Z"), ("bob", "t2", "2026-10-20T10:00:00Z")] {
-                let bought = TestTransaction(id, "coins", quantity: 2, purchased: LedgerJSON.parseTimestamp(time)!)
-                _ = try await ledger.handler.execute(app: Self.app, user: user) { state, _ in
-                    (try TestReceipts.observe([bought], app: Self.app, price: "0.99", currency: "USD", on: state).events, ())
-                }
-            }
+            let ledger = try await Self.seedOctober(api)
             let finance = api.keys["finance"]
             let closed = try await api.send(.POST, "/v1/audit/periods/2026-10/close?minPosition=\(try await Self.head(api))", key: finance)
             #expect(closed.status == 201, "\(closed.text)")

@@ -21,17 +21,9 @@ import Testing
     @Test func salesInSeveralCountriesReconcileAndWhatTheLedgerMissedIsNamedUntilRecovered() async throws {
         let authority = try SimulatorCertificateAuthority()
         try await APIHarness.run(productionSimulator: true, authority: authority) { api in
-            let prices: [String: Any] = ["price": "0.99", "currency": "USD",
-                                         "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
-            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
-            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
-                                        simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+            try await Self.defineCatalog(api)
             try await api.defineProduct("pro.yearly", type: "auto_renewable", duration: "P1Y", group: "pro", prices: ["USD": "49.99"],
                                         simulatorOptions: ["price": "49.99", "currency": "USD", "group": "pro", "level": 1])
-            try await api.defineProduct("plus.monthly", type: "auto_renewable", duration: "P1M", group: "plus", prices: ["USD": "2.99"],
-                                        simulatorOptions: ["price": "2.99", "currency": "USD", "introOffer": ["kind": "free_trial", "periods": 1]])
-            try await api.defineProduct("levels", type: "non_consumable", prices: ["USD": "2.99"],
-                                        simulatorOptions: ["price": "2.99", "currency": "USD", "familyShareable": true])
             _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
             try await api.giveServerAPIKey()
 
@@ -130,15 +122,7 @@ import Testing
     @Test func aMonthOfSalesReconcilesDayByDayAndTheLedgersProceedsAreApplesPerRow() async throws {
         let authority = try SimulatorCertificateAuthority()
         try await APIHarness.run(productionSimulator: true, authority: authority) { api in
-            let prices: [String: Any] = ["price": "0.99", "currency": "USD",
-                                         "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
-            try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
-            try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
-                                        simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
-            try await api.defineProduct("plus.monthly", type: "auto_renewable", duration: "P1M", group: "plus", prices: ["USD": "2.99"],
-                                        simulatorOptions: ["price": "2.99", "currency": "USD", "introOffer": ["kind": "free_trial", "periods": 1]])
-            try await api.defineProduct("levels", type: "non_consumable", prices: ["USD": "2.99"],
-                                        simulatorOptions: ["price": "2.99", "currency": "USD", "familyShareable": true])
+            try await Self.defineCatalog(api)
             _ = try await api.productionSimulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
             try await api.giveServerAPIKey()
             for (user, storefront) in [("ann", "USA"), ("bea", "FRA"), ("kei", "JPN"), ("org", "USA"), ("kid", "USA"), ("tia", "USA")] {
@@ -384,6 +368,19 @@ import Testing
     }
 
     // MARK: Helpers
+
+    /// Coins in three countries, a monthly subscription in two, one with a free trial, and levels a family can share.
+    static func defineCatalog(_ api: APIHarness) async throws {
+        let prices: [String: Any] = ["price": "0.99", "currency": "USD",
+                                     "storefrontPrices": ["FRA": ["price": "1.09", "currency": "EUR"], "JPN": ["price": "160", "currency": "JPY"]]]
+        try await api.defineProduct("coins", type: "consumable", prices: ["USD": "0.99", "EUR": "1.09", "JPY": "160"], simulatorOptions: prices)
+        try await api.defineProduct("pro.monthly", type: "auto_renewable", duration: "P1M", group: "pro", prices: ["USD": "4.99", "EUR": "5.49"],
+                                    simulatorOptions: ["price": "4.99", "currency": "USD", "storefrontPrices": ["FRA": ["price": "5.49", "currency": "EUR"]]])
+        try await api.defineProduct("plus.monthly", type: "auto_renewable", duration: "P1M", group: "plus", prices: ["USD": "2.99"],
+                                    simulatorOptions: ["price": "2.99", "currency": "USD", "introOffer": ["kind": "free_trial", "periods": 1]])
+        try await api.defineProduct("levels", type: "non_consumable", prices: ["USD": "2.99"],
+                                    simulatorOptions: ["price": "2.99", "currency": "USD", "familyShareable": true])
+    }
 
     static func purchase(_ api: APIHarness, _ user: String, _ product: String, quantity: Int = 1) async throws -> (transactionId: String, jws: String) {
         let bought = try await api.productionSimulator(.POST, "/admin/purchases", ["userId": user, "bundleId": app, "productId": product, "quantity": quantity])

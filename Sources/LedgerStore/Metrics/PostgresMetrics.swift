@@ -98,12 +98,6 @@ public struct PostgresMetrics: MetricsReads, Sendable {
     }
 
     private func read<Rows>(_ body: () async throws -> Rows) async throws -> Rows {
-        do {
-            return try await body()
-        } catch let error as PSQLError {
-            let state = error.ledgerSQLState
-            if state == .undefinedColumn || state == .undefinedTable { throw AuditQueryError.notReady }
-            throw error
-        }
+        try await readingAuditTrail(body)
     }
 }
