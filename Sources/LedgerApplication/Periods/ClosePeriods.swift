@@ -95,13 +95,16 @@ public struct ClosePeriods: Sendable {
     /// The adjustments to a closed period: each row of it the audit trail now has otherwise than
     /// the close kept, booked in the first period open when the ledger learned of it.
     public func adjustments(app: String, period: String) async throws -> [PeriodAdjustment] {
-        guard let status = try await status(app: app, period: period) else {
+        guard try await directory.isRegistered(app) else { throw AccessError.unknownApp(app) }
+        _ = try Self.bounds(of: period, timeZone: "UTC")
+        let history = try await read(app: app).history
+        guard let status = Self.status(of: period, in: history),
+              let closedVersion = history.last(where: { $0.closeId == status.closeId && $0.closed != nil })?.auditTrailVersion
+        else {
             throw PeriodError(.periodNeverClosed, "\(period) was never closed: its figures are the audit trail's, with nothing to adjust")
         }
-        let history = try await read(app: app).history
         let changed = try await periods.changedRows(app: app, closeId: status.closeId, from: status.from, to: status.to, after: status.closePosition)
         let fold = try await periods.auditTrailVersion()
-        let closedVersion = history.last { $0.closeId == status.closeId }?.auditTrailVersion ?? fold.version
         return changed.map { row in
             let cause: PeriodAdjustment.Cause
             if fold.version != closedVersion || row.cause == nil {

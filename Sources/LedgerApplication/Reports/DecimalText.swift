@@ -15,11 +15,8 @@ public enum DecimalText {
         return NSDecimalNumber(decimal: rounded).stringValue
     }
 
-    /// `canonical`, for the store.
-    public static func canonicalText(_ text: String) -> String { canonical(text) }
-
     /// The canonical text of a decimal text; the text itself when it is not a number.
-    static func canonical(_ text: String) -> String {
+    public static func canonical(_ text: String) -> String {
         parse(text).map(format) ?? text
     }
 }

@@ -64,7 +64,7 @@ public struct PostgresMetrics: MetricsReads, Sendable {
         var result: [MetricsReport.Refunds] = []
         for try await (interval, currency, payments, refunds, gross, refunded) in rows.decode((String, String, Int, Int, String, String).self) {
             result.append(.init(interval: interval, currency: currency, payments: payments, refunds: refunds,
-                                gross: DecimalText.canonicalText(gross), refunded: DecimalText.canonicalText(refunded)))
+                                gross: DecimalText.canonical(gross), refunded: DecimalText.canonical(refunded)))
         }
         return result
     }
@@ -92,7 +92,7 @@ public struct PostgresMetrics: MetricsReads, Sendable {
         }
         var result: [MetricsReport.CohortCell] = []
         for try await (cohort, since, currency, users, net) in rows.decode((String, Int, String, Int, String).self) {
-            result.append(.init(cohort: cohort, monthsSince: since, currency: currency, users: users, net: DecimalText.canonicalText(net)))
+            result.append(.init(cohort: cohort, monthsSince: since, currency: currency, users: users, net: DecimalText.canonical(net)))
         }
         return result
     }
