@@ -39,15 +39,21 @@ extension LedgerHealth {
         return found
     }
 
-    /// The session whose transaction is the followers' horizon, if one of this database is running.
+    /// The session whose transaction is the followers' horizon, if one of this database is running:
+    /// the oldest transaction of this database holding a transaction id, as `ledger.follow_horizon()`
+    /// counts them. Read from `pg_stat_activity` alone, not compared with the function's answer: the
+    /// function may name a transaction of another database that ended between its snapshot and its
+    /// look at the sessions, and the health would then lose sight of the real holder for a moment.
     /// `pg_stat_activity` lists the connections (a few hundred at most): constant in the log's size.
     static func horizonHolder(_ client: DatabasePool, logger: Logger) async throws -> HorizonHolder? {
         let rows = try await client.query(
             """
             SELECT a.pid, extract(epoch FROM clock_timestamp() - a.xact_start)::float8, a.usename::text, a.application_name, a.state
             FROM pg_stat_activity a
-            WHERE a.backend_xid = xid((SELECT ledger.follow_horizon()))
+            WHERE a.datname = current_database()
+              AND a.backend_xid IS NOT NULL
               AND a.pid <> pg_backend_pid()
+            ORDER BY age(a.backend_xid) DESC
             LIMIT 1
             """,
             logger: logger
