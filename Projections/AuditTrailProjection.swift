@@ -21,9 +21,14 @@ import LedgerDomain
 /// price is the whole quantity's, not a unit price; a refund row's is what the refund gave back,
 /// a share of the amount for a prorated refund, nothing for a family revocation), the refund's
 /// kind, and the buyer's `storefront`; a row's currency is the one in force when it happened.
+/// Version 5 adds the fold's judgement of subscription service (`SubscriptionService`: how each
+/// auto-renewable row moved its subscription, until when it was current, when its stretch of paid
+/// service ended, when a trial converted) and each money row's place among its user's (the user's
+/// first payment, the user's previous money row in the same currency), from which the metrics add
+/// up without rebuilding every subscription at every request.
 public enum AuditTrailProjection: UserProjection {
     public static let name = ProjectionName.auditTrail
-    public static let version = 4
+    public static let version = 5
 
     public static let columns: [ProjectionColumn] = [
         ProjectionColumn("position", "bigint NOT NULL", "log position of the event"),
@@ -56,6 +61,15 @@ public enum AuditTrailProjection: UserProjection {
         ProjectionColumn("refund_share", "integer", "prorated refunds: the refunded share in milliunits of a percent (40000 = 40 %)"),
         ProjectionColumn("storefront", "text",
                          "the buyer's App Store country (ISO 3166-1 alpha-3) from Apple's signed transaction; NULL when only verifyReceipt receipts spoke of it"),
+        ProjectionColumn("service", "text",
+                         "auto-renewable purchases, renewals, upgrades and crossgrades: how the row moved its subscription (trial, new, reactivated, renewed, upgraded, crossgraded or downgraded); NULL for a refunded or unpriced period"),
+        ProjectionColumn("current_until", "timestamptz", "paid periods: until when the row is its subscription's current period (from its start, exclusive)"),
+        ProjectionColumn("service_ends", "timestamptz", "the last paid period of a stretch of paid service: when the stretch ends"),
+        ProjectionColumn("converted_at", "timestamptz", "free trials: when the paid period that converted it started"),
+        ProjectionColumn("grace_until", "timestamptz",
+                         "a paid period in a billing grace period (the App Store retrying the renewal's charge, the customer keeping access): when the grace period ends"),
+        ProjectionColumn("cohort_start", "timestamptz", "money rows: when the user's first payment (an amount above zero) in this environment happened"),
+        ProjectionColumn("previous_money_at", "timestamptz", "money rows: when the user's previous money row in this environment and currency happened"),
     ]
     public static let keyColumns = ["position", "event"]
     /// Finance reads one app at a time in (position, event) order, or by period.
@@ -68,6 +82,19 @@ public enum AuditTrailProjection: UserProjection {
         public let position: Int64
         public let occurredAt: Date
         public let recordedAt: Date?
+        /// The fold's judgement of the row's subscription service (purchases and renewals only).
+        public var service: SubscriptionService.Judgement?
+        public var graceUntil: Date?
+        public var cohortStart: Date?
+        public var previousMoneyAt: Date?
+
+        init(event: AuditEventKind, transaction: UserLedger.Transaction, position: Int64, occurredAt: Date, recordedAt: Date?) {
+            self.event = event
+            self.transaction = transaction
+            self.position = position
+            self.occurredAt = occurredAt
+            self.recordedAt = recordedAt
+        }
 
         /// Units of the row: the transaction's, or for a refund those it took back.
         public var quantity: Int { event == .refund ? transaction.refundedUnits : transaction.quantity }
@@ -81,7 +108,8 @@ public enum AuditTrailProjection: UserProjection {
              transaction.priceSource.rawValue, transaction.catalogPrice, transaction.offer.rawValue,
              Self.text(transaction.purchaseDate), Self.text(transaction.expiresDate), transaction.isRevoked ? "true" : "false",
              event == .refund ? transaction.refund?.kind.rawValue : nil, event == .refund ? transaction.refund?.share.map(String.init) : nil,
-             transaction.storefront]
+             transaction.storefront, service?.movement.rawValue, Self.text(service?.currentUntil), Self.text(service?.serviceEnds),
+             Self.text(service?.convertedAt), Self.text(graceUntil), Self.text(cohortStart), Self.text(previousMoneyAt)]
         }
     }
 
@@ -95,6 +123,43 @@ public enum AuditTrailProjection: UserProjection {
                                 recordedAt: transaction.revocationRecordedAt))
             }
         }
+        // The fold's periods say which the App Store's billing grace period extends past their expiry.
+        var graceUntil: [String: Date] = [:]
+        for period in state.autoRenewablePeriods(catalog: catalog) {
+            guard let transaction = state.transactions[period.transactionId], let expires = transaction.expiresDate,
+                  period.end.milliseconds > expires.milliseconds else { continue }
+            graceUntil[period.transactionId] = period.end
+        }
+        let service = SubscriptionService.judge(state.transactionsInOrder, graceUntil: graceUntil)
+        for index in rows.indices where rows[index].event != .refund {
+            let id = rows[index].transaction.transactionId
+            rows[index].service = service[id]
+            if rows[index].service.map({ $0.movement != .trial }) == true { rows[index].graceUntil = graceUntil[id] }
+        }
+        placeAmongTheUsersMoney(&rows)
         return rows
+    }
+
+    /// Each money row's cohort (the user's first payment in its environment) and the user's money
+    /// row before it in the same environment and currency, in order of when the money moved.
+    static func placeAmongTheUsersMoney(_ rows: inout [Row]) {
+        let posix = Locale(identifier: "en_US_POSIX")
+        let money = rows.indices.filter { rows[$0].amount != nil }
+            .sorted { (rows[$0].occurredAt, rows[$0].position, rows[$0].event == .refund ? 1 : 0) < (rows[$1].occurredAt, rows[$1].position, rows[$1].event == .refund ? 1 : 0) }
+        var firstPayment: [StoreEnvironment: Date] = [:]
+        for index in money where rows[index].event != .refund {
+            let environment = rows[index].transaction.environment
+            if firstPayment[environment] == nil, let amount = rows[index].amount.flatMap({ Decimal(string: $0, locale: posix) }), amount > 0 {
+                firstPayment[environment] = rows[index].occurredAt
+            }
+        }
+        struct Place: Hashable { let environment: StoreEnvironment; let currency: String? }
+        var previous: [Place: Date] = [:]
+        for index in money {
+            let place = Place(environment: rows[index].transaction.environment, currency: rows[index].transaction.currency)
+            rows[index].cohortStart = firstPayment[place.environment]
+            rows[index].previousMoneyAt = previous[place]
+            previous[place] = rows[index].occurredAt
+        }
     }
 }

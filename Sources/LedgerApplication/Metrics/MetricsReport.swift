@@ -1,5 +1,6 @@
 import Foundation
 import LedgerDomain
+import LedgerProjections
 
 /// What `GET /v1/audit/metrics` and `ledger audit metrics` answer: the subscription figures, the
 /// refund rates and the cohort table of an app, per interval and currency (never added across
@@ -63,16 +64,21 @@ public struct MetricsReport: Sendable, Hashable, Codable {
     public let cohorts: [CohortCell]
 }
 
-/// Where the metrics read the audit trail.
+/// Where the metrics read the audit trail. An `asOf` instant reads the rows recorded up to it; none
+/// reads the audit trail as it stands, adding up its judgements.
 public protocol MetricsReads: Sendable {
     /// The app's auto-renewable payment rows that started before `to`, recorded up to `asOf`
     /// (refunds counted only when recorded up to it).
     func subscriptionRows(app: String, environment: StoreEnvironment, before to: Date, asOf: Date) async throws -> [SubscriptionRow]
-    /// Payments and refunds per interval (`month`: yyyy-MM, else yyyy-MM-dd, in `timeZone`) and currency.
-    func refunds(app: String, environment: StoreEnvironment, from: Date, to: Date, byMonth: Bool, timeZone: String, asOf: Date) async throws
-        -> [MetricsReport.Refunds]
+    /// The audit trail's subscription rows that started before `to`, as it stands, counted in groups
+    /// bucketed by `points`; `asOf` is the instant churn and expiry are judged at.
+    func serviceGroups(app: String, environment: StoreEnvironment, points: [Date], before to: Date, asOf: Date) async throws
+        -> [SubscriptionMetrics.ServiceGroup]
+    /// Payments and refunds occurring in [from, to), per interval and currency.
+    func refunds(app: String, environment: StoreEnvironment, from: Date, to: Date, intervals: [SubscriptionMetrics.Interval], asOf: Date?)
+        async throws -> [MetricsReport.Refunds]
     /// Net revenue per cohort of first payment (months in `timeZone`), month since it, and currency.
-    func cohorts(app: String, environment: StoreEnvironment, to: Date, timeZone: String, asOf: Date) async throws -> [MetricsReport.CohortCell]
+    func cohorts(app: String, environment: StoreEnvironment, to: Date, timeZone: String, asOf: Date?) async throws -> [MetricsReport.CohortCell]
 }
 
 /// Reads the metrics of an app.
@@ -97,20 +103,53 @@ public struct ReadMetrics: Sendable {
             throw AccessError.invalidInput("time zone '\(timeZone)' is not an IANA name such as UTC or Europe/Paris")
         }
         guard from < to else { throw AccessError.invalidInput("from must be before to: the period is [from, to)") }
-        let asOf = min(given ?? Date(), Date())
-        let intervals = SubscriptionMetrics.intervals(from: from, to: to, byMonth: byMonth, timeZone: zone)
-        guard byMonth || intervals.count <= Self.maximumDays else {
+        let now = Date()
+        let asOf = min(given ?? now, now)
+        guard byMonth || SubscriptionMetrics.intervals(from: from, to: to, byMonth: false, timeZone: zone).count <= Self.maximumDays else {
             throw AccessError.invalidInput("daily metrics cover at most \(Self.maximumDays) days: ask for monthly ones (interval=month) or a shorter period")
         }
-        async let catalog = reader.catalog(app: app)
-        async let rows = reads.subscriptionRows(app: app, environment: environment, before: to, asOf: asOf)
-        async let refunds = reads.refunds(app: app, environment: environment, from: from, to: to, byMonth: byMonth, timeZone: timeZone, asOf: asOf)
-        async let cohorts = reads.cohorts(app: app, environment: environment, to: to, timeZone: timeZone, asOf: asOf)
-        let products = try await catalog
-        let figures = SubscriptionMetrics.compute(try await rows, intervals: intervals, asOf: asOf) { productId in
-            SubscriptionMetrics.months(of: products.products[productId]?.duration)
+        let request = Request(app: app, environment: environment, from: from, to: to, byMonth: byMonth, timeZone: timeZone,
+                              intervals: SubscriptionMetrics.intervals(from: from, to: to, byMonth: byMonth, timeZone: zone, until: asOf), asOf: asOf)
+        // A past instant rebuilds each subscription from the rows recorded by then; the present adds
+        // up the audit trail's judgements, which follow every fact as it is recorded (and, while a new
+        // version of the audit trail that keeps them is still being built, is rebuilt as the past is).
+        if let given, given < now { return try await report(request, past: true) }
+        do {
+            return try await report(request, past: false)
+        } catch let error as AuditQueryError where error == .notReady {
+            return try await report(request, past: true)
         }
-        return MetricsReport(app: app, environment: environment.rawValue, interval: byMonth ? "month" : "day", timeZone: timeZone, from: from,
-                             to: to, asOf: asOf, subscriptions: figures, refunds: try await refunds, cohorts: try await cohorts)
+    }
+
+    struct Request {
+        let app: String
+        let environment: StoreEnvironment
+        let from: Date
+        let to: Date
+        let byMonth: Bool
+        let timeZone: String
+        let intervals: [SubscriptionMetrics.Interval]
+        let asOf: Date
+    }
+
+    private func report(_ request: Request, past: Bool) async throws -> MetricsReport {
+        let (app, environment, to, asOf, intervals) = (request.app, request.environment, request.to, request.asOf, request.intervals)
+        async let catalog = reader.catalog(app: app)
+        async let refunds = reads.refunds(app: app, environment: environment, from: request.from, to: to, intervals: intervals,
+                                          asOf: past ? asOf : nil)
+        async let cohorts = reads.cohorts(app: app, environment: environment, to: to, timeZone: request.timeZone, asOf: past ? asOf : nil)
+        let products = try await catalog
+        let monthsOf = { (productId: String) in SubscriptionMetrics.months(of: products.products[productId]?.duration) }
+        var figures: [SubscriptionMetrics.Figures] = []
+        if past, !intervals.isEmpty {
+            let rows = try await reads.subscriptionRows(app: app, environment: environment, before: to, asOf: asOf)
+            figures = SubscriptionMetrics.compute(rows, intervals: intervals, asOf: asOf, monthsOf: monthsOf)
+        } else if !intervals.isEmpty {
+            let groups = try await reads.serviceGroups(app: app, environment: environment, points: SubscriptionMetrics.points(of: intervals),
+                                                       before: to, asOf: asOf)
+            figures = SubscriptionMetrics.assemble(groups, intervals: intervals, monthsOf: monthsOf)
+        }
+        return MetricsReport(app: app, environment: environment.rawValue, interval: request.byMonth ? "month" : "day", timeZone: request.timeZone,
+                             from: request.from, to: to, asOf: asOf, subscriptions: figures, refunds: try await refunds, cohorts: try await cohorts)
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 /// Decimal text as finance reads it: parsed exactly (never through floating point) and printed
 /// without trailing zeros, so that Apple's `0.990` and the ledger's `0.99` are one price.
 public enum DecimalText {
-    static func parse(_ text: String?) -> Decimal? {
+    public static func parse(_ text: String?) -> Decimal? {
         guard let text, !text.isEmpty else { return nil }
         return Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
     }
