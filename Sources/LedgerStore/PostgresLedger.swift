@@ -90,6 +90,7 @@ public struct PostgresLedger: Sendable {
                                                       settings: salesReports)
         closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
                                     directory: registry)
-        metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry)
+        metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry,
+                              periods: closePeriods)
     }
 }

@@ -62,10 +62,12 @@ extension Audit {
                 }
             )
             Output.line("")
-            Table.print(header: ["interval", "currency", "payments", "refunds", "gross", "refunded", "refund rate (count)", "refund rate (amount)"],
+            Table.print(header: ["interval", "currency", "payments", "refunds", "gross", "refunded", "refund rate (count)", "refund rate (amount)",
+                                 "basis"],
                         rows: report.refunds.map {
                             [$0.interval, $0.currency, String($0.payments), String($0.refunds), $0.gross, $0.refunded, $0.refundRateByCount ?? "–",
-                             $0.refundRateByAmount ?? "–"]
+                             $0.refundRateByAmount ?? "–",
+                             $0.basis == .closed ? "closed \($0.closedAt.map(LedgerJSON.formatTimestamp) ?? ""), \($0.adjustments ?? 0) adjustments" : "live"]
                         })
             Output.line("")
             Table.print(header: ["cohort", "months since", "currency", "users", "net"], rows: report.cohorts.map {

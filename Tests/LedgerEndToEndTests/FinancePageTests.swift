@@ -147,7 +147,15 @@ import Testing
                 for row in metrics.json["subscriptions"] as? [[String: Any]] ?? [] where row["currency"] as? String == "USD" {
                     let month = row["interval"] as? String ?? ""
                     fromAPI[month] = ["MRR": row["mrr"] as? String ?? "", "New": "\(row["new"] as? Int ?? -1)", "Reactivated": "\(row["reactivated"] as? Int ?? -1)",
-                                      "Churned": "\(row["churned"] as? Int ?? -1)", "Active at end": "\(row["activeAtEnd"] as? Int ?? -1)"]
+                                      "Churned": "\(row["churned"] as? Int ?? -1)", "Active at end": "\(row["activeAtEnd"] as? Int ?? -1)",
+                                      "Trials started": "\(row["trialsStarted"] as? Int ?? -1)", "Converted": "\(row["trialsConverted"] as? Int ?? -1)",
+                                      "Expired": "\(row["trialsExpired"] as? Int ?? -1)", "Churn rate": row["churnRate"] as? String ?? "–"]
+                }
+                for row in metrics.json["refunds"] as? [[String: Any]] ?? [] where row["currency"] as? String == "USD" {
+                    let month = row["interval"] as? String ?? ""
+                    guard fromAPI[month] != nil else { continue }
+                    fromAPI[month]?["Refund rate (count)"] = row["refundRateByCount"] as? String ?? "–"
+                    fromAPI[month]?["Refund rate (amount)"] = row["refundRateByAmount"] as? String ?? "–"
                 }
                 #expect(!fromAPI.isEmpty, "the demo has an auto-renewable subscription: \(metrics.text)")
                 let onPage = try await browser.run("""
@@ -161,7 +169,10 @@ import Testing
                 for (month, figures) in fromAPI {
                     let shown = onPage[month] ?? [:]
                     #expect(Decimal(string: shown["MRR"] ?? "") == Decimal(string: figures["MRR"] ?? ""), "\(month): \(shown) against \(figures)")
-                    for name in ["New", "Reactivated", "Churned", "Active at end"] { #expect(shown[name] == figures[name], "\(month) \(name): \(shown)") }
+                    for name in ["New", "Reactivated", "Churned", "Active at end", "Trials started", "Converted", "Expired", "Churn rate"] {
+                        #expect(shown[name] == figures[name], "\(month) \(name): \(shown)")
+                    }
+                    for name in ["Refund rate (count)", "Refund rate (amount)"] { #expect(shown[name] == figures[name] ?? "–", "\(month) \(name): \(shown)") }
                 }
 
                 // Counts: purchases, renewals and refunds as the summary counts them.

@@ -78,6 +78,13 @@ import Testing
             #expect(fixed.kind == .changed && fixed.amountBefore == "4.99" && fixed.amountAfter == "3.99" && fixed.netChange == "-1")
             #expect(fixed.cause.kind == .replay && fixed.bookedIn > "2026-10")
 
+            // The metrics answer October's money from its close plus the two adjustments, and say so; September is live.
+            let metrics = try await ledger.metrics.metrics(app: Self.app, environment: .production, from: Self.date("2026-09-01T00:00:00Z"),
+                                                           to: Self.date("2026-11-01T00:00:00Z"), byMonth: true)
+            let money = metrics.refunds.map { "\($0.interval) \($0.currency) \($0.payments)/\($0.refunds) \($0.gross)/\($0.refunded) \($0.basis.rawValue) \($0.adjustments ?? 0)" }
+            #expect(money == ["2026-09 USD 1/0 4.99/0 live 0", "2026-10 EUR 1/0 2.18/0 closed 0", "2026-10 USD 2/1 6.96/4.99 closed 2"])
+            #expect(metrics.refunds.filter { $0.basis == .closed }.allSatisfy { $0.closedAt == closed.closedAt })
+
             // Reopening is a fact too; the first close stays in the log, and a new close takes the trail as it is now.
             let reopened = try await periods.reopen(app: Self.app, period: "2026-10", reason: "the refund belongs to October", reopenedBy: "test")
             #expect(reopened.state == .reopened && reopened.history.count == 2)

@@ -95,9 +95,11 @@ import Testing
                                                            to: Self.at("2026-04-18"), byMonth: false, asOf: Date().addingTimeInterval(-0.001))
             #expect(rebuilt.subscriptions == april.subscriptions)
 
-            // Refunds in February: A's and F's payments, F's refunded: half by count and by amount.
+            // Refunds in February: A's and F's payments and C's trial (payment rows, as the summary counts them), F's refunded:
+            // a third by count, half by amount.
             let february = try #require(report.refunds.first { $0.interval == "2026-02" && $0.currency == "USD" })
-            #expect(february.payments == 2 && february.refunds == 1 && february.refundRateByCount == "0.5" && february.refundRateByAmount == "0.5")
+            #expect(february.payments == 3 && february.refunds == 1 && february.refundRateByCount == "0.3333" && february.refundRateByAmount == "0.5")
+            #expect(february.basis == .live && february.closedAt == nil)
 
             // Cohorts: January's payers (A, D, E, F): 129.96 in their first month, then F's refund nets February to A's 9.99.
             let cohort = report.cohorts.filter { $0.cohort == "2026-01" && $0.currency == "USD" }.map { "\($0.monthsSince):\($0.net)" }

@@ -8,8 +8,17 @@ import LedgerProjections
 public struct MetricsReport: Sendable, Hashable, Codable {
     /// Money taken and given back in one interval and currency, all product types.
     public struct Refunds: Sendable, Hashable, Codable {
+        /// Where a row's figures come from.
+        public enum Basis: String, Sendable, Hashable, Codable {
+            /// The audit trail as it stands (or stood at `asOf`).
+            case live
+            /// A closed month: the figures its close recorded, plus the adjustments booked since.
+            case closed
+        }
+
         public let interval: String
         public let currency: String
+        /// Payment rows (purchases, renewals, upgrades, crossgrades, free trials included, as the summary counts them) and refund rows.
         public let payments: Int
         public let refunds: Int
         public let gross: String
@@ -17,14 +26,22 @@ public struct MetricsReport: Sendable, Hashable, Codable {
         /// refunds / payments, and refunded / gross; nil when there were none.
         public let refundRateByCount: String?
         public let refundRateByAmount: String?
+        public let basis: Basis
+        /// Closed months: when the close was recorded, and how many adjustments have been booked since.
+        public let closedAt: Date?
+        public let adjustments: Int?
 
-        public init(interval: String, currency: String, payments: Int, refunds: Int, gross: String, refunded: String) {
+        public init(interval: String, currency: String, payments: Int, refunds: Int, gross: String, refunded: String, basis: Basis = .live,
+                    closedAt: Date? = nil, adjustments: Int? = nil) {
             self.interval = interval
             self.currency = currency
             self.payments = payments
             self.refunds = refunds
             self.gross = gross
             self.refunded = refunded
+            self.basis = basis
+            self.closedAt = closedAt
+            self.adjustments = adjustments
             refundRateByCount = payments > 0 ? DecimalText.format(ProceedsRules.rounded(Decimal(refunds) / Decimal(payments), places: 4)) : nil
             let money = DecimalText.parse(gross) ?? 0
             refundRateByAmount = money > 0
@@ -89,11 +106,13 @@ public struct ReadMetrics: Sendable {
     let reads: any MetricsReads
     let reader: UserStreamReader
     let directory: any AppDirectory
+    let periods: ClosePeriods?
 
-    public init(reads: any MetricsReads, reader: UserStreamReader, directory: any AppDirectory) {
+    public init(reads: any MetricsReads, reader: UserStreamReader, directory: any AppDirectory, periods: ClosePeriods? = nil) {
         self.reads = reads
         self.reader = reader
         self.directory = directory
+        self.periods = periods
     }
 
     public func metrics(app: String, environment: StoreEnvironment, from: Date, to: Date, byMonth: Bool, timeZone: String = "UTC",
@@ -149,7 +168,48 @@ public struct ReadMetrics: Sendable {
                                                        before: to, asOf: asOf)
             figures = SubscriptionMetrics.assemble(groups, intervals: intervals, monthsOf: monthsOf)
         }
+        var money = try await refunds
+        if request.byMonth, !past { money = try await closedMonths(money, request) }
         return MetricsReport(app: app, environment: environment.rawValue, interval: request.byMonth ? "month" : "day", timeZone: request.timeZone,
-                             from: request.from, to: to, asOf: asOf, subscriptions: figures, refunds: try await refunds, cohorts: try await cohorts)
+                             from: request.from, to: to, asOf: asOf, subscriptions: figures, refunds: money, cohorts: try await cohorts)
+    }
+
+    /// The money of the months closed in the report's time zone, whole in it, from their closes'
+    /// figures plus the adjustments booked since: what finance reported, and what changed it.
+    private func closedMonths(_ live: [MetricsReport.Refunds], _ request: Request) async throws -> [MetricsReport.Refunds] {
+        guard let periods else { return live }
+        let months = Dictionary(uniqueKeysWithValues: request.intervals.map { ($0.label, $0) })
+        let closed = try await periods.statuses(app: request.app).filter { status in
+            status.state == .closed && status.timeZone == request.timeZone && months[status.period].map { $0.start == status.from && $0.end == status.to } == true
+        }
+        guard !closed.isEmpty else { return live }
+        var result = live.filter { row in !closed.contains { $0.period == row.interval } }
+        for status in closed {
+            struct Money { var payments = 0, refunds = 0, gross: Decimal = 0, refunded: Decimal = 0, adjustments = 0 }
+            var byCurrency: [String: Money] = [:]
+            for figure in status.figures where figure.environment == request.environment {
+                guard let currency = figure.currency else { continue }
+                byCurrency[currency, default: Money()].payments += figure.purchases
+                byCurrency[currency, default: Money()].refunds += figure.refunds
+                byCurrency[currency, default: Money()].gross += DecimalText.parse(figure.gross) ?? 0
+                byCurrency[currency, default: Money()].refunded += DecimalText.parse(figure.refundedAmount) ?? 0
+            }
+            for adjustment in try await periods.adjustments(app: request.app, period: status.period) where adjustment.environment == request.environment {
+                guard let currency = adjustment.currency else { continue }
+                let count = (adjustment.amountAfter == nil && adjustment.quantityAfter == nil ? 0 : 1)
+                    - (adjustment.amountBefore == nil && adjustment.quantityBefore == nil ? 0 : 1)
+                let amount = (DecimalText.parse(adjustment.amountAfter) ?? 0) - (DecimalText.parse(adjustment.amountBefore) ?? 0)
+                var value = byCurrency[currency] ?? Money()
+                if adjustment.event == "refund" { value.refunds += count; value.refunded += amount } else { value.payments += count; value.gross += amount }
+                value.adjustments += 1
+                byCurrency[currency] = value
+            }
+            for (currency, value) in byCurrency {
+                result.append(.init(interval: status.period, currency: currency, payments: value.payments, refunds: value.refunds,
+                                    gross: DecimalText.format(value.gross), refunded: DecimalText.format(value.refunded), basis: .closed,
+                                    closedAt: status.closedAt, adjustments: value.adjustments))
+            }
+        }
+        return result.sorted { ($0.interval, $0.currency) < ($1.interval, $1.currency) }
     }
 }

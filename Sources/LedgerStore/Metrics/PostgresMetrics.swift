@@ -88,7 +88,7 @@ public struct PostgresMetrics: MetricsReads, Sendable {
             try await client.query("""
                 WITH p AS MATERIALIZED (SELECT \(points)::timestamptz[] AS points)
                 SELECT width_bucket(r.occurred_at, p.points), r.currency,
-                       (count(*) FILTER (WHERE r.event <> 'refund' AND r.amount > 0))::bigint, (count(*) FILTER (WHERE r.event = 'refund'))::bigint,
+                       (count(*) FILTER (WHERE r.event <> 'refund'))::bigint, (count(*) FILTER (WHERE r.event = 'refund'))::bigint,
                        coalesce(sum(r.amount) FILTER (WHERE r.event <> 'refund'), 0)::text, coalesce(sum(r.amount) FILTER (WHERE r.event = 'refund'), 0)::text
                 FROM ledger.audit_trail r CROSS JOIN p
                 WHERE r.app = \(app) AND r.environment = \(environment.rawValue) AND r.currency IS NOT NULL

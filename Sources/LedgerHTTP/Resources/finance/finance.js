@@ -406,6 +406,24 @@
       };
       const mrr = [figure('MRR', 'mrr', 0, true)];
       const movement = [figure('New', 'new', 2), figure('Reactivated', 'reactivated', 3), figure('Churned', 'churned', 1), figure('Active at end', 'activeAtEnd', 4)];
+      const trials = [figure('Trials started', 'trialsStarted', 5), figure('Converted', 'trialsConverted', 2), figure('Expired', 'trialsExpired', 1)];
+      // Rates as exact decimals; a month without a denominator shows a dash. Refund rates cover every product type.
+      const refundOf = (month) => report.refunds.find((row) => row.interval === month && row.currency === currency);
+      const rate = (name, color, valueOf, drillOf) => {
+        const values = months.map(valueOf);
+        return { name, color, values: values.map((v) => (v == null ? 0 : decimalNumber(decimal(v)))), texts: values.map((v) => (v == null ? '–' : v)), drill: drillOf };
+      };
+      const moneyDrill = (name) => (i) => {
+        const [year, month] = months[i].split('-').map(Number);
+        return { title: `${name}, ${currency}, ${months[i]}`, route: 'events',
+          params: { from: iso(Date.UTC(year, month - 1, 1)), to: iso(Date.UTC(year, month, 1)), currency, environment: report.environment } };
+      };
+      const rates = [
+        rate('Churn rate', 1, (m) => (of(m) ? of(m).churnRate : null), drill('Churn rate')),
+        rate('Refund rate (count)', 0, (m) => (refundOf(m) ? refundOf(m).refundRateByCount : null), moneyDrill('Refund rate (count)')),
+        rate('Refund rate (amount)', 3, (m) => (refundOf(m) ? refundOf(m).refundRateByAmount : null), moneyDrill('Refund rate (amount)')),
+      ];
+      const closed = report.refunds.filter((row) => row.currency === currency && row.basis === 'closed');
       const spec = { route: 'events', params: { productType: 'auto_renewable', currency, environment: report.environment } };
       box.append(element('section', { class: 'metrics', 'data-currency': currency }, [
         element('h3', { text: `${currency} (${report.environment})` }),
@@ -413,6 +431,12 @@
         numbersTable(`${currency}: monthly recurring revenue`, months, mrr, spec),
         barChart(`${currency}: subscriptions new, reactivated, churned and active per month`, months, movement),
         numbersTable(`${currency}: subscriptions per month`, months, movement, spec),
+        barChart(`${currency}: free trials started, converted and expired per month`, months, trials),
+        numbersTable(`${currency}: free trials per month`, months, trials, spec),
+        barChart(`${currency}: churn rate and refund rates per month`, months, rates),
+        numbersTable(`${currency}: churn rate and refund rates per month`, months, rates, { route: 'events', params: { currency, environment: report.environment } }),
+        closed.length === 0 ? document.createTextNode('')
+          : element('p', { class: 'hint closed-rates', text: `Refund rates of closed months come from their close plus the adjustments booked since: ${closed.map((row) => `${row.interval} (closed ${row.closedAt.slice(0, 10)}, ${row.adjustments} adjustment${row.adjustments === 1 ? '' : 's'})`).join(', ')}.` }),
       ]));
     }
   }
