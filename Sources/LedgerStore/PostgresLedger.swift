@@ -43,6 +43,7 @@ public struct PostgresLedger: Sendable {
     public let closePeriods: ClosePeriods
     /// MRR, actives and their movement, trials, churn, refund rates and cohorts.
     public let metrics: ReadMetrics
+    public let exchangeRates: PostgresExchangeRates
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -90,7 +91,8 @@ public struct PostgresLedger: Sendable {
                                                       settings: salesReports)
         closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
                                     directory: registry)
+        exchangeRates = PostgresExchangeRates(client: client, logger: logger)
         metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry,
-                              periods: closePeriods)
+                              periods: closePeriods, rates: exchangeRates)
     }
 }

@@ -28,6 +28,8 @@ extension Audit {
         @Option(help: ArgumentHelp("The intervals' time zone (IANA).", valueName: "zone")) var timeZone = "UTC"
         @Option(help: "production or sandbox.") var environment = "production"
         @Option(help: ArgumentHelp("The figures as the log stood at this instant, ISO 8601.", valueName: "time")) var asOf: String?
+        @Option(help: ArgumentHelp("Also give the figures in this currency (ISO 4217), at the rates `ledger audit rates import` keeps.",
+                                   valueName: "code")) var reportingCurrency: String?
         @Option(help: "table or json.") var format: Format = .table
 
         func run() async throws {
@@ -43,9 +45,10 @@ extension Audit {
             guard let store = StoreEnvironment(rawValue: environment) else {
                 throw ValidationError("--environment is production or sandbox, not '\(environment)'")
             }
-            let (app, byMonth, zone) = (app, interval == "month", timeZone)
+            let (app, byMonth, zone, reportingCurrency) = (app, interval == "month", timeZone, reportingCurrency?.uppercased())
             let report = try await Reports.withLedger(options) { ledger in
-                try await ledger.metrics.metrics(app: app, environment: store, from: start, to: end, byMonth: byMonth, timeZone: zone, asOf: instant)
+                try await ledger.metrics.metrics(app: app, environment: store, from: start, to: end, byMonth: byMonth, timeZone: zone, asOf: instant,
+                                                 reportingCurrency: reportingCurrency)
             }
             if format == .json {
                 Output.line(String(decoding: try AdjustmentCSV.encoder.encode(report), as: UTF8.self))
@@ -73,6 +76,17 @@ extension Audit {
             Table.print(header: ["cohort", "months since", "currency", "users", "net"], rows: report.cohorts.map {
                 [$0.cohort, String($0.monthsSince), $0.currency, String($0.users), $0.net]
             })
+            guard let converted = report.converted else { return }
+            Output.line("")
+            Output.line("In \(converted.currency), at the operator's exchange rates (the rate on or before each interval's last day):")
+            Table.print(header: ["interval", "MRR", "active at end", "new", "churned", "gross", "refunded"], rows: converted.subscriptions.map { row in
+                let money = converted.refunds.first { $0.interval == row.interval }
+                return [row.interval, row.mrr, String(row.activeAtEnd), String(row.new), String(row.churned), money?.gross ?? "–", money?.refunded ?? "–"]
+            })
+            Table.print(header: ["interval", "currency", "rate", "rate of"], rows: converted.rates.map { [$0.interval, $0.currency, $0.rate, $0.rateDate] })
+            for missing in converted.unconverted {
+                Output.line("\(missing.interval): no rate of \(missing.currency) into \(converted.currency) on or before the interval's last day; its figures are left out of these totals")
+            }
         }
     }
 }

@@ -14,7 +14,7 @@ struct Audit: AsyncParsableCommand {
             one row per purchase, renewal and refund, dated by occurred_at (the purchase date, or for a \
             refund the refund date). Production rows only unless --environment sandbox or all: sandbox money is never revenue.
             """,
-        subcommands: [Export.self, Summary.self, Unclassified.self, Metrics.self, Close.self, Reopen.self, Periods.self, Adjustments.self, Verify.self, Anchor.self, AnchorKey.self]
+        subcommands: [Export.self, Summary.self, Unclassified.self, Metrics.self, Rates.self, Close.self, Reopen.self, Periods.self, Adjustments.self, Verify.self, Anchor.self, AnchorKey.self]
     )
 
     struct Verify: AsyncParsableCommand {

@@ -79,6 +79,8 @@ public struct MetricsReport: Sendable, Hashable, Codable {
     public let subscriptions: [SubscriptionMetrics.Figures]
     public let refunds: [Refunds]
     public let cohorts: [CohortCell]
+    /// The figures in one reporting currency, when one was asked for (`reportingCurrency`).
+    public var converted: Converted?
 }
 
 /// Where the metrics read the audit trail. An `asOf` instant reads the rows recorded up to it; none
@@ -107,20 +109,36 @@ public struct ReadMetrics: Sendable {
     let reader: UserStreamReader
     let directory: any AppDirectory
     let periods: ClosePeriods?
+    let rates: (any ExchangeRateStore)?
 
-    public init(reads: any MetricsReads, reader: UserStreamReader, directory: any AppDirectory, periods: ClosePeriods? = nil) {
+    public init(reads: any MetricsReads, reader: UserStreamReader, directory: any AppDirectory, periods: ClosePeriods? = nil,
+                rates: (any ExchangeRateStore)? = nil) {
         self.reads = reads
         self.reader = reader
         self.directory = directory
         self.periods = periods
+        self.rates = rates
     }
 
     public func metrics(app: String, environment: StoreEnvironment, from: Date, to: Date, byMonth: Bool, timeZone: String = "UTC",
-                        asOf given: Date? = nil) async throws -> MetricsReport {
+                        asOf given: Date? = nil, reportingCurrency: String? = nil) async throws -> MetricsReport {
         guard try await directory.isRegistered(app) else { throw AccessError.unknownApp(app) }
         guard let zone = TimeZone(identifier: timeZone) else {
             throw AccessError.invalidInput("time zone '\(timeZone)' is not an IANA name such as UTC or Europe/Paris")
         }
+        if let reportingCurrency, reportingCurrency.range(of: "^[A-Z]{3}$", options: .regularExpression) == nil {
+            throw AccessError.invalidInput("reporting currency '\(reportingCurrency)' is not an ISO 4217 code such as EUR")
+        }
+        let report = try await metrics(app: app, environment: environment, from: from, to: to, byMonth: byMonth, timeZone: timeZone, zone: zone,
+                                       asOf: given)
+        guard let reportingCurrency else { return report }
+        let known = try await rates?.rates(into: reportingCurrency) ?? []
+        let intervals = SubscriptionMetrics.intervals(from: from, to: to, byMonth: byMonth, timeZone: zone, until: report.asOf)
+        return report.converting(into: reportingCurrency, rates: known, intervals: intervals, zone: zone)
+    }
+
+    private func metrics(app: String, environment: StoreEnvironment, from: Date, to: Date, byMonth: Bool, timeZone: String, zone: TimeZone,
+                         asOf given: Date?) async throws -> MetricsReport {
         guard from < to else { throw AccessError.invalidInput("from must be before to: the period is [from, to)") }
         let now = Date()
         let asOf = min(given ?? now, now)

@@ -4,9 +4,10 @@ import LedgerApplication
 import LedgerDomain
 
 extension LedgerAPI {
-    /// `GET /v1/audit/metrics?from&to[&interval=month|day][&timeZone][&environment][&asOf]`: MRR,
-    /// active subscriptions and their movement, trials, churn, refund rates and the cohort table,
-    /// per interval and currency, as the log stood at `asOf` (default now).
+    /// `GET /v1/audit/metrics?from&to[&interval=month|day][&timeZone][&environment][&asOf][&reportingCurrency]`:
+    /// MRR, active subscriptions and their movement, trials, churn, refund rates and the cohort
+    /// table, per interval and currency, as the log stood at `asOf` (default now), and also in one
+    /// reporting currency at the operator's exchange rates when one is asked for.
     func auditMetrics(_ request: Request, _ context: LedgerRequestContext) async throws -> Response {
         var context = context
         let key = try await access.authorize(request, &context, scope: .finance)
@@ -31,7 +32,8 @@ extension LedgerAPI {
         case let other: throw APIError.invalidRequest("environment is production or sandbox, not '\(other)': metrics never add the two", field: "environment")
         }
         return try APIJSON.response(try await metrics.metrics(
-            app: key.app, environment: environment, from: from, to: to, byMonth: interval == "month", timeZone: query.get("timeZone") ?? "UTC", asOf: asOf
+            app: key.app, environment: environment, from: from, to: to, byMonth: interval == "month", timeZone: query.get("timeZone") ?? "UTC", asOf: asOf,
+            reportingCurrency: query.get("reportingCurrency")
         ))
     }
 }
