@@ -107,7 +107,10 @@ public struct ClosePeriods: Sendable {
         let fold = try await periods.auditTrailVersion()
         return changed.map { row in
             let cause: PeriodAdjustment.Cause
-            if fold.version != closedVersion || row.cause == nil {
+            // A row a fact recorded after the close brought is that fact's, whatever fold reads it;
+            // otherwise a newer fold than the close's is the cause, else the latest fact about the row.
+            let ownFact = row.cause.map { $0.position == row.position && row.kept == nil } ?? false
+            if !ownFact, fold.version != closedVersion || row.cause == nil {
                 cause = .init(kind: .replay, position: nil, type: nil, stream: nil, recordedAt: fold.createdAt,
                               message: fold.version != closedVersion
                                   ? "the audit trail was rebuilt by its fold v\(fold.version) (the close read v\(closedVersion)): a replay after a fix"
