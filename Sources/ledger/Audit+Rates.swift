@@ -36,11 +36,11 @@ extension Audit {
             func run() async throws {
                 var rates: [ExchangeRate] = []
                 for file in files {
-                    guard let data = FileManager.default.contents(atPath: file) else { throw ValidationError("\(file): cannot be read") }
+                    guard let data = FileManager.default.contents(atPath: file) else { throw CommandFailure(message: "\(file): cannot be read; nothing was imported") }
                     do {
                         rates += try ExchangeRate.parse(csv: String(decoding: data, as: UTF8.self))
                     } catch {
-                        throw ValidationError("\(file): \(error.message); nothing was imported")
+                        throw CommandFailure(message: "\(file): \(error.message); nothing was imported")
                     }
                 }
                 let all = rates

@@ -161,6 +161,27 @@ import Testing
         }
     }
 
+    @Test func exchangeRatesAreImportedWholeOrNotAtAllAndListedInTheirOwnFormat() async throws {
+        try await TestDatabase.withDatabase { _, settings in
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("rates-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let good = directory.appendingPathComponent("good.csv"), bad = directory.appendingPathComponent("bad.csv")
+            try "date,currency,reporting_currency,rate\n2026-11-30,USD,EUR,0.9461\n".write(to: good, atomically: true, encoding: .utf8)
+            try "date,currency,reporting_currency,rate\n2026-11-30,JPY,EUR,0.0061\n2026-11-31,GBP,EUR,1.15\n".write(to: bad, atomically: true, encoding: .utf8)
+            let refused = try await Self.ledger(["audit", "rates", "import", good.path, bad.path], database: settings)
+            #expect(refused.status != 0)
+            #expect(refused.errors.contains("bad.csv: line 3, column 1 (date): '2026-11-31' is not a day such as 2026-11-30; nothing was imported"),
+                    "\(refused.errors)")
+            #expect(!refused.errors.contains("Usage:"), "a file's mistake is not a mistake in the command line")
+            #expect(try await Self.ledger(["audit", "rates", "list"], database: settings).output == "date,currency,reporting_currency,rate\n")
+            let imported = try await Self.ledger(["audit", "rates", "import", good.path], database: settings)
+            #expect(imported.status == 0 && imported.output.hasPrefix("1 rates imported (USD→EUR, from 2026-11-30 to 2026-11-30)"), "\(imported.errors)")
+            let listed = try await Self.ledger(["audit", "rates", "list", "--reporting-currency", "eur"], database: settings)
+            #expect(listed.output == "date,currency,reporting_currency,rate\n2026-11-30,USD,EUR,0.9461\n")
+        }
+    }
+
     @Test func theSeederWritesNoSyntheticPurchasesBesideRealOnesUnlessTold() async throws {
         try await APIHarness.run { api in
             let owner = try await TestDatabase.ownerSettings(for: api.settings)

@@ -175,6 +175,23 @@ import Testing
                     for name in ["Refund rate (count)", "Refund rate (amount)"] { #expect(shown[name] == figures[name] ?? "–", "\(month) \(name): \(shown)") }
                 }
 
+                // The cohort table: each cell the API's net money of the cohort in that month since.
+                let cohortsOnPage = try await browser.run("""
+                    const out = {};
+                    for (const row of document.querySelectorAll('#metrics details.cohorts[data-currency="USD"] tbody tr[data-cohort]')) {
+                        for (const cell of row.querySelectorAll('td[data-months-since]')) {
+                            if (cell.textContent) out[row.dataset.cohort + ' ' + cell.dataset.monthsSince] = cell.textContent;
+                        }
+                    }
+                    return out;
+                    """) as? [String: String] ?? [:]
+                var cohortsFromAPI: [String: String] = [:]
+                for cell in metrics.json["cohorts"] as? [[String: Any]] ?? [] where cell["currency"] as? String == "USD" {
+                    cohortsFromAPI["\(cell["cohort"] as? String ?? "") \(cell["monthsSince"] as? Int ?? -1)"] = cell["net"] as? String ?? ""
+                }
+                #expect(!cohortsFromAPI.isEmpty && Set(cohortsOnPage.keys) == Set(cohortsFromAPI.keys), "\(cohortsOnPage) against \(cohortsFromAPI)")
+                for (key, net) in cohortsFromAPI { #expect(Decimal(string: cohortsOnPage[key] ?? "") == Decimal(string: net), "cohort \(key)") }
+
                 // Counts: purchases, renewals and refunds as the summary counts them.
                 let counts = try await browser.run("""
                     const out = {};

@@ -435,10 +435,36 @@
         numbersTable(`${currency}: free trials per month`, months, trials, spec),
         barChart(`${currency}: churn rate and refund rates per month`, months, rates),
         numbersTable(`${currency}: churn rate and refund rates per month`, months, rates, { route: 'events', params: { currency, environment: report.environment } }),
+        cohortTable(report, currency),
         closed.length === 0 ? document.createTextNode('')
           : element('p', { class: 'hint closed-rates', text: `Refund rates of closed months come from their close plus the adjustments booked since: ${closed.map((row) => `${row.interval} (closed ${row.closedAt.slice(0, 10)}, ${row.adjustments} adjustment${row.adjustments === 1 ? '' : 's'})`).join(', ')}.` }),
       ]));
     }
+  }
+
+  /// The cohort table of a currency: users by the month of their first payment (rows), their net
+  /// money in each month since (columns), and how many of them had a row that month.
+  function cohortTable(report, currency) {
+    const cells = report.cohorts.filter((cell) => cell.currency === currency);
+    if (cells.length === 0) return document.createTextNode('');
+    const cohorts = [...new Set(cells.map((cell) => cell.cohort))].sort();
+    const span = Math.max(...cells.map((cell) => cell.monthsSince));
+    const head = element('tr', {}, [element('th', { scope: 'col', text: 'First payment' }),
+      ...Array.from({ length: span + 1 }, (_, k) => element('th', { scope: 'col', class: 'number', text: `Month ${k}` }))]);
+    const body = cohorts.map((cohort) => element('tr', { 'data-cohort': cohort }, [
+      element('th', { scope: 'row', text: cohort }),
+      ...Array.from({ length: span + 1 }, (_, k) => {
+        const cell = cells.find((c) => c.cohort === cohort && c.monthsSince === k);
+        return element('td', { class: 'number', 'data-months-since': String(k), title: cell ? `${cell.users} user${cell.users === 1 ? '' : 's'} with a row` : '',
+          text: cell ? decimalText(decimal(cell.net)) : '' });
+      }),
+    ]));
+    const caption = `${currency}: net money of each cohort (users by the month of their first payment) in each month since`;
+    return element('details', { class: 'numbers cohorts', 'data-currency': currency }, [
+      element('summary', { text: 'Cohorts: ' + caption }),
+      element('div', { class: 'table-wrap' }, [element('table', {}, [element('caption', { class: 'hint', text: caption }),
+        element('thead', {}, [head]), element('tbody', {}, body)])]),
+    ]);
   }
 
   /// The closed months, each with its adjustments a click away; the money panel names those the filters cover.
