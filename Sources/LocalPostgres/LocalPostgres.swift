@@ -379,7 +379,7 @@ public struct LocalPostgres: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        Self.closeInheritedDescriptors(&actions)
+        ChildProcess.closeInheritedDescriptors(&actions)
 
         var cArguments = argv.map { strdup($0) } + [nil]
         defer { cArguments.forEach { free($0) } }
@@ -403,25 +403,6 @@ public struct LocalPostgres: Sendable {
             )
         }
         return exitCode
-    }
-
-    /// Closes every descriptor above standard error in the child. Without this, pg_ctl and the
-    /// server it starts inherit whatever the calling process has open that is not close-on-exec
-    /// (the ledger's sockets and files), and PostgreSQL counts them against its own budget: started
-    /// from a process holding some thousand, it refused to start ("insufficient file descriptors
-    /// available to start server process: System allows 28, we need at least 58").
-    /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34+) is looked up at run time, as Swift
-    /// does not import it; without it the open descriptors are listed from /proc/self/fd.
-    private static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
-        typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
-        if let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") {
-            let closeFrom = unsafeBitCast(symbol, to: CloseFrom.self)
-            if closeFrom(&actions, 3) == 0 { return }
-        }
-        let open = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
-        for descriptor in open.compactMap(Int32.init) where descriptor > 2 && fcntl(descriptor, F_GETFD) != -1 {
-            posix_spawn_file_actions_addclose(&actions, descriptor)
-        }
     }
 
     /// The unprivileged account the server runs as when we run as root; nil otherwise.

@@ -27,16 +27,11 @@ import Testing
         guard FileManager.default.createFile(atPath: outputFile.path, contents: nil),
               FileManager.default.createFile(atPath: errorFile.path, contents: nil)
         else { throw HarnessError(message: "cannot create output files in \(directory.path)") }
-        let process = Process()
-        process.executableURL = program
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
         for (name, value) in extra { environment[name] = value }
-        process.environment = environment
-        process.standardOutput = try output ?? FileHandle(forWritingTo: outputFile)
-        process.standardError = try FileHandle(forWritingTo: errorFile)
-        try process.run()
+        let process = try ChildProcess(program, arguments, environment: environment,
+                                       output: output.map { .descriptor($0.fileDescriptor) } ?? .file(outputFile.path), error: .file(errorFile.path))
         let deadline = ContinuousClock.now + .seconds(60)
         while process.isRunning {
             guard ContinuousClock.now < deadline else {

@@ -29,7 +29,7 @@ import Testing
 
     /// `ledger serve` as a child process on a free port, its log in a file.
     struct Server {
-        let process: Process
+        let process: ChildProcess
         let base: String
 
         static func start(
@@ -38,23 +38,20 @@ import Testing
             guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
                 throw HarnessError(message: "cannot create the server's log file \(log.path)")
             }
-            let process = Process()
             // A fault point is `ledger-bench serve --kill-at`: the shipped `ledger` has none.
-            process.executableURL = faultPoint == nil ? ServerCrashTests.program : ServerCrashTests.benchProgram
             // LEDGER_TEST_SERVE_LOG_LEVEL=debug shows the pool's and the service group's own log.
-            process.arguments = ["serve", "--port", "0", "--log-level", ProcessInfo.processInfo.environment["LEDGER_TEST_SERVE_LOG_LEVEL"] ?? "info"]
-                + (faultPoint.map { ["--kill-at", $0] } ?? [])
             var environment = ProcessInfo.processInfo.environment
             environment["LEDGER_DATABASE_URL"] = database.url(showingPassword: true)
             environment["LEDGER_APPSTORE_PRODUCTION_URL"] = appStore
             environment["LEDGER_APPSTORE_SANDBOX_URL"] = appStore
             environment["LEDGER_SECRET_KEY"] = secretKey
             environment["LEDGER_SECRET_KEY_FILE"] = nil
-            process.environment = environment
-            let output = try FileHandle(forWritingTo: log)
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
+            let process = try ChildProcess(
+                faultPoint == nil ? ServerCrashTests.program : ServerCrashTests.benchProgram,
+                ["serve", "--port", "0", "--log-level", ProcessInfo.processInfo.environment["LEDGER_TEST_SERVE_LOG_LEVEL"] ?? "info"]
+                    + (faultPoint.map { ["--kill-at", $0] } ?? []),
+                environment: environment, output: .file(log.path), error: .output
+            )
             let deadline = ContinuousClock.now + .seconds(60)
             while ContinuousClock.now < deadline {
                 let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
@@ -70,8 +67,7 @@ import Testing
         }
 
         func kill() {
-            Foundation.kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.kill9()
         }
 
         /// SIGTERM, and SIGKILL if it has not finished within `grace`; how long it took.

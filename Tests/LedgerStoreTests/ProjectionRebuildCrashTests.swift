@@ -18,21 +18,13 @@ struct ProjectionRebuildCrashTests {
     }
 
     /// Starts `ledger projections rebuild --all` against the database, its output in a file.
-    static func startRebuild(_ settings: DatabaseSettings, log: URL) throws -> Process {
+    static func startRebuild(_ settings: DatabaseSettings, log: URL) throws -> ChildProcess {
         guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
             throw HarnessError(message: "cannot create \(log.path)")
         }
-        let process = Process()
-        process.executableURL = program
-        process.arguments = ["projections", "rebuild", "--all"]
         var environment = ProcessInfo.processInfo.environment
         environment["LEDGER_DATABASE_URL"] = settings.url(showingPassword: true)
-        process.environment = environment
-        let output = try FileHandle(forWritingTo: log)
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        return process
+        return try ChildProcess(program, ["projections", "rebuild", "--all"], environment: environment, output: .file(log.path), error: .output)
     }
 
     /// Runs a whole rebuild; fails the test with its output when it does not succeed.

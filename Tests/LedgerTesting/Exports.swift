@@ -1,1 +1,2 @@
 @_exported import LedgerDomainTesting
+@_exported import LocalPostgres

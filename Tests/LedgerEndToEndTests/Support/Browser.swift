@@ -11,7 +11,7 @@ import Testing
 final class Browser: @unchecked Sendable {
     let session: String
     let driverBase: String
-    let driver: Process
+    let driver: ChildProcess
     /// Where the browser saves downloads.
     let downloads: URL
 
@@ -39,7 +39,7 @@ final class Browser: @unchecked Sendable {
         FileHandle.standardError.write(Data("browser: \(line())\n".utf8))
     }
 
-    private init(session: String, driverBase: String, driver: Process, downloads: URL) {
+    private init(session: String, driverBase: String, driver: ChildProcess, downloads: URL) {
         self.session = session
         self.driverBase = driverBase
         self.driver = driver
@@ -58,12 +58,7 @@ final class Browser: @unchecked Sendable {
         var lastFailure = "chromedriver did not start"
         for _ in 0..<5 {
             let port = Int.random(in: 20_000...40_000)
-            let driver = Process()
-            driver.executableURL = URL(fileURLWithPath: chromedriver)
-            driver.arguments = ["--port=\(port)", "--allowed-ips=127.0.0.1"]
-            driver.standardOutput = FileHandle.nullDevice
-            driver.standardError = FileHandle.nullDevice
-            try driver.run()
+            let driver = try ChildProcess(URL(fileURLWithPath: chromedriver), ["--port=\(port)", "--allowed-ips=127.0.0.1"])
             trace("chromedriver started on port \(port)")
             let base = "http://127.0.0.1:\(port)"
             var ready = false
@@ -111,7 +106,7 @@ final class Browser: @unchecked Sendable {
     }
 
     /// chromedriver outlives SIGTERM at times; it holds nothing worth a clean exit once its session is gone.
-    private static func stop(_ driver: Process) {
+    private static func stop(_ driver: ChildProcess) {
         if driver.isRunning { kill(driver.processIdentifier, SIGKILL) }
     }
 
