@@ -105,12 +105,22 @@ public struct ReceiptResponseParser: Sendable {
         return []
     }
 
+    /// The longest product id an answer may name, in UTF-8 bytes (App Store Connect's are far shorter).
+    static let longestProductId = 255
+
     static func transaction(_ entry: LenientJSON) throws -> ReceiptTransaction {
         guard let transactionId = entry["transaction_id"].string else {
             throw ReceiptVerificationError.malformedResponse("a transaction without 'transaction_id'")
         }
         guard let productId = entry["product_id"].string else {
             throw ReceiptVerificationError.malformedResponse("transaction \(transactionId) has no 'product_id'")
+        }
+        // The log indexes every event's product id, and an index entry has a size limit: an answer
+        // naming a product id longer than any App Store Connect allows is refused before anything is kept.
+        guard productId.utf8.count <= Self.longestProductId else {
+            throw ReceiptVerificationError.malformedResponse(
+                "transaction \(transactionId) names a product id of \(productId.utf8.count) bytes; a product id has at most \(Self.longestProductId)"
+            )
         }
         guard let purchaseDate = entry.date("purchase_date") else {
             throw ReceiptVerificationError.malformedResponse("transaction \(transactionId) has no readable 'purchase_date'")

@@ -163,6 +163,19 @@ import Testing
         #expect(error.code == .malformedResponse)
         #expect(error.message.contains("transaction_id"))
     }
+
+    /// The mutation fuzzer found it: a product id of 1,000 emoji outgrew the log's index entry, and
+    /// the post failed with 500 after its receipt was kept.
+    @Test func aProductIdLongerThanAnyTheAppStoreAllowsIsAMalformedAnswer() throws {
+        let long = String(repeating: "😀", count: 1_000)
+        let text = #"{"status":0,"receipt":{"bundle_id":"b","in_app":[{"transaction_id":"1","product_id":"\#(long)","purchase_date_ms":"1"}]}}"#
+        let root = try #require(LenientJSON(data: Data(text.utf8)))
+        let error = try #require(throws: ReceiptVerificationError.self) {
+            try ReceiptResponseParser(receiptSHA256: "x", answeredBy: .production).parse(root, status: ReceiptStatus(code: 0))
+        }
+        #expect(error.code == .malformedResponse)
+        #expect(error.message.contains("transaction 1 names a product id of 4000 bytes; a product id has at most 255"))
+    }
 }
 
 /// The shape of a transaction by its ids and expiry, for checking what a receipt lists. What it
