@@ -1,11 +1,12 @@
 /// The name of a stream: the unit of consistency of the log.
 ///
-/// Five kinds of stream exist, and this type alone spells and parses their names:
+/// Six kinds of stream exist, and this type alone spells and parses their names:
 /// `user/<bundle id>/<user id>`, one per (app, user) pair, which a command reads, decides on and
 /// appends to with the version it read; `catalog/<bundle id>`, the app's product definitions;
 /// `notifications/<bundle id>`, App Store notifications no user of the app held yet; and
 /// `reports/<bundle id>`, Apple's sales reports received for the app; and `periods/<bundle id>`,
-/// the periods finance closed and reopened.
+/// the periods finance closed and reopened; and `clock/<bundle id>`, the instants the ledger's clock
+/// passed when something of the app's users ended by time alone (`ClockPassed`).
 public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     /// What a stream is about, parsed from its name.
     public enum Kind: Hashable, Sendable {
@@ -14,6 +15,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         case notifications(app: String)
         case reports(app: String)
         case periods(app: String)
+        case clock(app: String)
     }
 
     public let rawValue: String
@@ -52,6 +54,11 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         try StreamID(periodsPrefix + bundleID)
     }
 
+    /// The instants the ledger's clock passed for the app's users (`ClockPassed`).
+    public static func clock(app bundleID: String) throws(LedgerInputError) -> StreamID {
+        try StreamID(clockPrefix + bundleID)
+    }
+
     /// What every user stream of the app starts with, for prefix scans of the log.
     public static func userPrefix(app bundleID: String) -> String {
         "\(userPrefix)\(bundleID)/"
@@ -62,6 +69,7 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     private static let notificationsPrefix = "notifications/"
     private static let reportsPrefix = "reports/"
     private static let periodsPrefix = "periods/"
+    private static let clockPrefix = "clock/"
 
     /// The kind of a stored stream name; nil for a name neither kind has.
     public static func kind(of rawValue: String) -> Kind? {
@@ -87,6 +95,10 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         if rawValue.hasPrefix(periodsPrefix) {
             let app = String(rawValue.dropFirst(periodsPrefix.count))
             return app.isEmpty ? nil : .periods(app: app)
+        }
+        if rawValue.hasPrefix(clockPrefix) {
+            let app = String(rawValue.dropFirst(clockPrefix.count))
+            return app.isEmpty ? nil : .clock(app: app)
         }
         return nil
     }

@@ -86,7 +86,11 @@ public enum LedgerRuntime {
         // Several servers may share the database (behind a load balancer): one at a time runs the
         // projections, walks Apple's notification history and answers Apple's refund questions;
         // the others stand by.
-        var companions: [@Sendable () async -> Void] = [{ await Self.answerConsumptionRequests(ledger.answerConsumptionRequests, logger: logger) }]
+        let changeWriter = ChangeWriter(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
+        var companions: [@Sendable () async -> Void] = [
+            { await Self.answerConsumptionRequests(ledger.answerConsumptionRequests, logger: logger) },
+            { await changeWriter.keepWriting() },
+        ]
         if let sync = ledger.syncNotifications { companions.append { await Self.walkNotificationHistory(sync, logger: logger) } }
         let projections = ProjectionLeadership(
             runner: ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger),
@@ -211,6 +215,7 @@ extension PostgresLedger {
             health: PostgresHealthCheck(client: client, monitor: monitor, logger: logger),
             availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,
             reconciliation: reconcileSalesReports, periods: closePeriods, periodSigner: periodSigner ?? Self.periodSigner(logger: logger), metrics: metrics,
+            changes: followChanges,
             background: (origins.map { [OriginBackfillService(queue: $0)] } ?? [])
                 + [WaitingNotificationsService(waiting: waitingNotifications, logger: logger)]
         )

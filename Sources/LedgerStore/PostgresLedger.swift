@@ -44,6 +44,8 @@ public struct PostgresLedger: Sendable {
     /// MRR, actives and their movement, trials, churn, refund rates and cohorts.
     public let metrics: ReadMetrics
     public let exchangeRates: PostgresExchangeRates
+    /// The app's change feed, as its servers follow it.
+    public let followChanges: FollowChanges
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -94,5 +96,6 @@ public struct PostgresLedger: Sendable {
         exchangeRates = PostgresExchangeRates(client: client, logger: logger)
         metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry,
                               periods: closePeriods, rates: exchangeRates)
+        followChanges = FollowChanges(reads: PostgresChangeReads(client: client, signal: changes?.feed, logger: logger))
     }
 }

@@ -69,6 +69,7 @@ public enum APIRoutes {
         APIRoute(.get, "/v1/apps/{bundleId}/users/{userId}/consumption-requests", .read),
         APIRoute(.put, "/v1/apps/{bundleId}/users/{userId}/consumption-consent", .ingest),
         APIRoute(.get, "/v1/apps/{bundleId}/orders/{orderId}", .read),
+        APIRoute(.get, "/v1/apps/{bundleId}/changes", .read),
         APIRoute(.get, "/v1/key", nil, anyKey: true),
         APIRoute(.get, "/v1/audit/events", .finance),
         APIRoute(.get, "/v1/audit/summary", .finance),

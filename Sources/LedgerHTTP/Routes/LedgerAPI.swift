@@ -72,6 +72,7 @@ public struct LedgerAPI: Sendable {
         apps.get("users/:userId/consumption-requests") { try await consumptionRequests($0, $1) }
         apps.put("users/:userId/consumption-consent") { try await recordConsumptionConsent($0, $1) }
         apps.get("orders/:orderId") { try await order($0, $1) }
+        apps.get("changes") { try await changes($0, $1) }
         router.get("v1/key") { try await keyInfo($0, $1) }
         let audit = router.group("v1/audit")
         audit.get("events") { try await auditEvents($0, $1) }

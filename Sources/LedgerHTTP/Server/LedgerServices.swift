@@ -38,6 +38,8 @@ public struct LedgerServices: Sendable {
     public let periodSigner: (any PeriodSigner)?
     /// Subscription metrics; nil where none are read (memory).
     public let metrics: ReadMetrics?
+    /// The apps' change feeds; nil where none is kept (memory).
+    public let changes: FollowChanges?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -47,7 +49,8 @@ public struct LedgerServices: Sendable {
         consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
-        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, background: [any Service] = []
+        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, changes: FollowChanges? = nil,
+        background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -68,6 +71,7 @@ public struct LedgerServices: Sendable {
         self.periods = periods
         self.periodSigner = periodSigner
         self.metrics = metrics
+        self.changes = changes
         self.background = background
     }
 }

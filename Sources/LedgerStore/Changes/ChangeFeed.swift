@@ -8,7 +8,8 @@ import Synchronization
 /// Listens on `ledger_changes` (see migration 0012) and keeps what this server holds in memory
 /// true to the database: the API keys it accepted (`AcceptedKeys`) and the projection registry
 /// (`ProjectionBoard`), and the entitlement rows it read (`EntitlementRowCache`), which it brings
-/// up to the projections' checkpoint each time that moves.
+/// up to the projections' checkpoint each time that moves; and it passes the change feed's
+/// progress on to the long polls waiting for it (`FeedSignal`).
 ///
 /// On its own connection it LISTENs first, then loads the registry and the keys' generation, so
 /// no change falls between the two. Once a second it asks for the keys' generation on the same
@@ -22,14 +23,18 @@ public struct ChangeFeed: Service {
     public let projections: ProjectionBoard
     /// nil when the server keeps no entitlement rows (`serve --entitlement-cache-users 0`).
     public let entitlements: EntitlementRowCache?
+    /// How far the change feed's writer has written, for the feed's long polls.
+    public let feed: FeedSignal
     let configuration: PostgresConnection.Configuration
     let heartbeat: Duration
     let logger: Logger
 
     public init(
         configuration: PostgresConnection.Configuration, keys: AcceptedKeys = AcceptedKeys(), projections: ProjectionBoard = ProjectionBoard(),
-        entitlements: EntitlementRowCache? = EntitlementRowCache(), heartbeat: Duration = .seconds(1), logger: Logger
+        entitlements: EntitlementRowCache? = EntitlementRowCache(), feed: FeedSignal = FeedSignal(), heartbeat: Duration = .seconds(1),
+        logger: Logger
     ) {
+        self.feed = feed
         self.configuration = configuration
         self.keys = keys
         self.projections = projections
@@ -129,6 +134,10 @@ public struct ChangeFeed: Service {
             guard fields.count == 3, let version = Int(fields[2]) else { throw ChangeFeedError("unreadable announcement '\(payload)'") }
             projections.remove(name: String(fields[1]), version: version)
             return true
+        case "feed":
+            guard fields.count == 2, let position = Int64(fields[1]) else { throw ChangeFeedError("unreadable announcement '\(payload)'") }
+            feed.written(through: position)
+            return false
         case "projections_reset":
             throw ChangeFeedError("the projection registry was emptied; loading it again")
         default:

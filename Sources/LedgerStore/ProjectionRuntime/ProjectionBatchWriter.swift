@@ -540,6 +540,11 @@ struct UserKey: Hashable, Sendable {
         self.app = app
         self.user = user
     }
+
+    init(app: String, user: String) {
+        self.app = app
+        self.user = user
+    }
 }
 
 /// PostgreSQL COPY text format.

@@ -244,7 +244,9 @@ struct APIHarness: Sendable {
                 let runner = ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
                 if runProjections { try await runner.prepare() }
                 let ledgerPort = ServerPort()
-                let application = server.application(services: runProjections ? [changes, runner] : [changes]) { ledgerPort.report($0) }
+                // As the leading `ledger serve` does: the change feed written beside the projections.
+                let writer = ChangeWriter(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
+                let application = server.application(services: runProjections ? [changes, runner, writer] : [changes]) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.value())", simulatorBase: simulatorBase,
