@@ -44,6 +44,10 @@ public struct PostgresLedger: Sendable {
     /// MRR, actives and their movement, trials, churn, refund rates and cohorts.
     public let metrics: ReadMetrics
     public let exchangeRates: PostgresExchangeRates
+    /// Webhook endpoints, their deliveries and attempts (the leading server's `WebhookDelivery` works them).
+    public let webhookStore: PostgresWebhooks
+    /// Adds, lists and removes webhook endpoints, shows their deliveries, sends deliveries again.
+    public let webhooks: ManageWebhooks
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -92,6 +96,8 @@ public struct PostgresLedger: Sendable {
         closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
                                     directory: registry)
         exchangeRates = PostgresExchangeRates(client: client, logger: logger)
+        webhookStore = PostgresWebhooks(client: client, secrets: secrets, logger: logger)
+        webhooks = ManageWebhooks(store: webhookStore, directory: registry)
         metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry,
                               periods: closePeriods, rates: exchangeRates)
     }

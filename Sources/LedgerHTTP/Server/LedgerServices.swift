@@ -38,6 +38,8 @@ public struct LedgerServices: Sendable {
     public let periodSigner: (any PeriodSigner)?
     /// Subscription metrics; nil where none are read (memory).
     public let metrics: ReadMetrics?
+    /// The apps' webhook endpoints and their deliveries; nil where none are kept (memory).
+    public let webhooks: ManageWebhooks?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -47,7 +49,7 @@ public struct LedgerServices: Sendable {
         consumptionRequests: ConsumptionRequests, appStore: AppStoreQueries, reader: UserStreamReader, store: any EventStore, directory: any AppDirectory,
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
-        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, background: [any Service] = []
+        periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, webhooks: ManageWebhooks? = nil, background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -68,6 +70,7 @@ public struct LedgerServices: Sendable {
         self.periods = periods
         self.periodSigner = periodSigner
         self.metrics = metrics
+        self.webhooks = webhooks
         self.background = background
     }
 }
