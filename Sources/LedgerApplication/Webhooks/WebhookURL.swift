@@ -31,7 +31,7 @@ public enum WebhookURL {
             throw .invalidURL(text, "a fragment (#…) is never sent; leave it out")
         }
         if scheme == "http", !isLoopback(host) {
-            throw .invalidURL(text, "http:// is only allowed for loopback (127.0.0.0/8, ::1, localhost); use https://")
+            throw .invalidURL(text, "http:// is only allowed for loopback; use https:// (loopback: 127.0.0.0/8, ::1, localhost)")
         }
         return url
     }
