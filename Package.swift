@@ -182,7 +182,7 @@ let package = Package(
             dependencies: [
                 "LedgerDomain", "LedgerDomainTesting", "LedgerApplication", "LedgerStore", "LedgerProjections", "LocalPostgres", "LedgerHTTP",
                 "LedgerRuntime", "AppStore",
-                .asyncHTTPClient, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
+                .asyncHTTPClient, .crypto, .prometheus, .nioCore, .nioHTTP1, .postgresNIO, .logging,
                 .serviceLifecycle,
             ],
             path: "Tests/LedgerTesting",

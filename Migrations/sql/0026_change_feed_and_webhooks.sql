@@ -64,6 +64,8 @@ CREATE INDEX webhook_endpoints_app ON ledger.webhook_endpoints (app) WHERE remov
 
 -- One row per (endpoint, change): pending until the endpoint answers 2xx (delivered) or the
 -- retries end (parked). A parked delivery, or all after a position, can be sent again.
+-- Per user, a delivery is sent only once every earlier pending one of the same user and endpoint
+-- is delivered or parked (`webhook_deliveries_user` finds the earliest).
 CREATE TABLE ledger.webhook_deliveries (
     endpoint_id      text        NOT NULL REFERENCES ledger.webhook_endpoints (id),
     position         bigint      NOT NULL,
@@ -72,6 +74,9 @@ CREATE TABLE ledger.webhook_deliveries (
     type             text        NOT NULL,
     status           text        NOT NULL CHECK (status IN ('pending', 'delivered', 'parked')),
     attempts         integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    -- The attempts made before the current round of retries (0, or as many as at the last resend):
+    -- the retry schedule starts again at each resend, while attempt numbers go on.
+    round_start      integer     NOT NULL DEFAULT 0 CHECK (round_start >= 0 AND round_start <= attempts),
     next_attempt_at  timestamptz NOT NULL,
     queued_at        timestamptz NOT NULL DEFAULT now(),
     delivered_at     timestamptz,

@@ -91,6 +91,10 @@ public enum LedgerRuntime {
             { await Self.answerConsumptionRequests(ledger.answerConsumptionRequests, logger: logger) },
             { await changeWriter.keepWriting() },
         ]
+        // The leading server also sends the apps' changes to their webhook endpoints.
+        let webhookClient = HTTPWebhookSender.makeHTTPClient()
+        let webhooks = WebhookDelivery(store: ledger.webhookStore, sender: HTTPWebhookSender(client: webhookClient), logger: logger)
+        companions.append { await webhooks.run() }
         if let sync = ledger.syncNotifications { companions.append { await Self.walkNotificationHistory(sync, logger: logger) } }
         let projections = ProjectionLeadership(
             runner: ProjectionRunner(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger),
@@ -117,9 +121,11 @@ public enum LedgerRuntime {
             try await group.run()
         } catch {
             try? await appStoreClient.shutdown()
+            try? await webhookClient.shutdown()
             throw error
         }
         try await appStoreClient.shutdown()
+        try await webhookClient.shutdown()
     }
 
     /// At start and every `interval`, every app's notification history (apps with a Server API
@@ -216,6 +222,7 @@ extension PostgresLedger {
             availability: monitor.map { $0 as any DatabaseAvailability } ?? UnmonitoredDatabase(), verifier: verifier,
             reconciliation: reconcileSalesReports, periods: closePeriods, periodSigner: periodSigner ?? Self.periodSigner(logger: logger), metrics: metrics,
             changes: followChanges,
+            webhooks: webhooks,
             background: (origins.map { [OriginBackfillService(queue: $0)] } ?? [])
                 + [WaitingNotificationsService(waiting: waitingNotifications, logger: logger)]
         )

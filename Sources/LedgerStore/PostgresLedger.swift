@@ -46,6 +46,10 @@ public struct PostgresLedger: Sendable {
     public let exchangeRates: PostgresExchangeRates
     /// The app's change feed, as its servers follow it.
     public let followChanges: FollowChanges
+    /// Webhook endpoints, their deliveries and attempts (the leading server's `WebhookDelivery` works them).
+    public let webhookStore: PostgresWebhooks
+    /// Adds, lists and removes webhook endpoints, shows their deliveries, sends deliveries again.
+    public let webhooks: ManageWebhooks
 
     /// - Parameters:
     ///   - secrets: opens the apps' sealed secrets; nil when no key is configured.
@@ -94,6 +98,8 @@ public struct PostgresLedger: Sendable {
         closePeriods = ClosePeriods(store: store, periods: PostgresPeriods(client: client, logger: logger), proceeds: audit.proceeds,
                                     directory: registry)
         exchangeRates = PostgresExchangeRates(client: client, logger: logger)
+        webhookStore = PostgresWebhooks(client: client, secrets: secrets, logger: logger)
+        webhooks = ManageWebhooks(store: webhookStore, directory: registry)
         metrics = ReadMetrics(reads: PostgresMetrics(client: client, logger: logger), reader: handler.reader, directory: registry,
                               periods: closePeriods, rates: exchangeRates)
         followChanges = FollowChanges(reads: PostgresChangeReads(client: client, signal: changes?.feed, logger: logger))

@@ -12,7 +12,7 @@ struct Ledger: AsyncParsableCommand {
             Start with `ledger serve`; inspect the log with `ledger log tail` and `ledger audit verify`. \
             Benchmarks and the fuzzer are a program of their own: `swift run -c release ledger-bench --help`.
             """,
-        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, DB.self, Log.self, ProjectionsCommand.self, Query.self, Audit.self, Reports.self, Notifications.self, AppStoreCommand.self, AppStoreSim.self, Demo.self]
+        subcommands: [Serve.self, Migrate.self, Apps.self, Keys.self, DB.self, Log.self, ProjectionsCommand.self, Query.self, Audit.self, Reports.self, Notifications.self, AppStoreCommand.self, Webhooks.self, AppStoreSim.self, Demo.self]
     )
 
     static func main() async {

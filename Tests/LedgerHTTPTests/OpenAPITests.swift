@@ -126,8 +126,8 @@ struct OpenAPITests {
             return ("\(method.uppercased()) \(path)", try resolve(schema))
         }
         // PUT product, receipts, signed transactions, notifications, finish, failures, revoke,
-        // consumptions, consumption consent, a period's close and reopening; restore has no body.
-        #expect(bodies.count == 11)
+        // consumptions, consumption consent, a period's close and reopening, a webhook endpoint and a resend; restore has no body.
+        #expect(bodies.count == 13)
         for (route, field) in [("POST /v1/apps/{bundleId}/transactions", "signedTransaction"), ("POST /v1/apps/{bundleId}/notifications", "signedPayload")] {
             let schema = try #require(bodies.first { $0.0 == route }?.1)
             #expect((schema["required"] as? [String] ?? []).contains(field), "\(route)")

@@ -44,6 +44,8 @@ extension APIError {
         case let error as PeriodError:
             self = error.code == .periodNeverClosed ? APIError(.notFound, error.code.rawValue, error.message)
                 : .conflict(error.code.rawValue, error.message)
+        case let error as WebhookError:
+            self = Self.webhook(error)
         case let error as SecretError:
             // A key the operator must fix; the log has which (LedgerAPI.verify).
             self = APIError(.internalServerError, error.code.rawValue,
@@ -134,6 +136,16 @@ extension APIError {
         switch error.code {
         case .unknownApp, .unknownKey: .notFound(error.message)
         case .invalidInput: .invalidRequest(error.message)
+        }
+    }
+
+    /// Webhook administration: the caller's input (400, a URL naming why), an endpoint or change
+    /// that is not there (404).
+    private static func webhook(_ error: WebhookError) -> APIError {
+        switch error.code {
+        case .invalidURL: .invalidRequest(error.message, field: "url")
+        case .invalidInput: .invalidRequest(error.message)
+        case .unknownEndpoint, .unknownChange: APIError(.notFound, error.code.rawValue, error.message)
         }
     }
 

@@ -73,6 +73,11 @@ public struct LedgerAPI: Sendable {
         apps.put("users/:userId/consumption-consent") { try await recordConsumptionConsent($0, $1) }
         apps.get("orders/:orderId") { try await order($0, $1) }
         apps.get("changes") { try await changes($0, $1) }
+        apps.post("webhooks") { try await addWebhook($0, $1) }
+        apps.get("webhooks") { try await webhooks($0, $1) }
+        apps.delete("webhooks/:id") { try await removeWebhook($0, $1) }
+        apps.get("webhooks/:id/deliveries") { try await webhookDeliveries($0, $1) }
+        apps.post("webhooks/:id/resend") { try await resendWebhook($0, $1) }
         router.get("v1/key") { try await keyInfo($0, $1) }
         let audit = router.group("v1/audit")
         audit.get("events") { try await auditEvents($0, $1) }

@@ -40,6 +40,8 @@ public struct LedgerServices: Sendable {
     public let metrics: ReadMetrics?
     /// The apps' change feeds; nil where none is kept (memory).
     public let changes: FollowChanges?
+    /// The apps' webhook endpoints and their deliveries; nil where none are kept (memory).
+    public let webhooks: ManageWebhooks?
     /// Work the server runs beside its requests (the queued fetches of unseen purchases'
     /// histories): `LedgerServer.application` runs them with the server.
     public let background: [any Service]
@@ -50,7 +52,7 @@ public struct LedgerServices: Sendable {
         idempotency: any IdempotencyRecords, reads: any UserReads, audit: any AuditReads, health: any HealthCheck,
         availability: any DatabaseAvailability, verifier: any ReceiptVerifier, reconciliation: ReconcileSalesReports? = nil,
         periods: ClosePeriods? = nil, periodSigner: (any PeriodSigner)? = nil, metrics: ReadMetrics? = nil, changes: FollowChanges? = nil,
-        background: [any Service] = []
+        webhooks: ManageWebhooks? = nil, background: [any Service] = []
     ) {
         self.commands = commands
         self.recordFacts = recordFacts
@@ -72,6 +74,7 @@ public struct LedgerServices: Sendable {
         self.periodSigner = periodSigner
         self.metrics = metrics
         self.changes = changes
+        self.webhooks = webhooks
         self.background = background
     }
 }
