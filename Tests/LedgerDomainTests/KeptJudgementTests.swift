@@ -1,5 +1,6 @@
 import Foundation
 @testable import LedgerDomain
+import LedgerDomainTesting
 import Testing
 
 /// A judgement that looks again only at what changed must give, after every event, what judging

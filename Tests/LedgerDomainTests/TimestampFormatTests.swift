@@ -1,5 +1,6 @@
 import Foundation
 @testable import LedgerDomain
+import LedgerDomainTesting
 import Testing
 
 /// The stored timestamp text, written without a formatter, is Foundation's text to the byte: the
