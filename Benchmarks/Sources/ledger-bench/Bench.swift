@@ -21,7 +21,7 @@ struct Bench: AsyncParsableCommand {
             """,
         subcommands: [
             Append.self, Seed.self, History.self, Catalog.self, Rebuild.self, Verify.self, Signed.self, Load.self, Reads.self, Fuzz.self,
-            FaultyServe.self, Sync.self, Reconcile.self, Metrics.self,
+            FaultyServe.self, Sync.self, Reconcile.self, Metrics.self, Follow.self,
         ]
     )
 

@@ -76,6 +76,20 @@ public struct ChangeWriter: Sendable {
         return try rows.first?.decode(Int64.self) ?? 0
     }
 
+    /// Writes the changes of everything the log holds now, batch by batch, and returns how many
+    /// events it read (benchmarks, and tests that want the feed written before they read it).
+    public func catchUp(batchSize: Int = 1_000) async throws -> Int {
+        var from = try await position()
+        var events = 0
+        while true {
+            let batch = try await store.readAll(after: from, limit: batchSize)
+            guard let last = batch.last?.position else { return events }
+            try await write(batch, from: from)
+            events += batch.count
+            from = last
+        }
+    }
+
     private func follow(after start: Int64) async throws {
         var from = start
         try await follower.follow(after: start) { events in
