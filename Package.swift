@@ -129,7 +129,7 @@ let package = Package(
             name: "LedgerDemo",
             dependencies: [
                 "AppStore", "LedgerApplication", "LedgerDomain", "LedgerProjections", "LedgerStore",
-                .asyncHTTPClient, .logging, .nioCore, .nioHTTP1, .postgresNIO,
+                .asyncHTTPClient, .hummingbird, .logging, .nioCore, .nioHTTP1, .postgresNIO,
             ],
             swiftSettings: swiftSettings
         ),

@@ -18,16 +18,22 @@ public struct DemoStories: Sendable {
     }
 
     public let client: DemoClient
+    /// The app's own server, taking the ledger's webhooks, and where it listens; the following
+    /// story is told only with one.
+    let appServer: DemoAppServer?
+    let appServerBase: String?
     let printer: @Sendable (String) -> Void
 
-    public init(client: DemoClient, printer: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(client: DemoClient, appServer: DemoAppServer? = nil, appServerBase: String? = nil, printer: @escaping @Sendable (String) -> Void = { _ in }) {
         self.client = client
+        self.appServer = appServer
+        self.appServerBase = appServerBase
         self.printer = printer
     }
 
-    /// Defines the products, then tells every story. The auto-renewable story moves the
-    /// simulator's clock forward by most of an hour, so only the restore story, whose receipts the
-    /// replay story verifies again, comes after it.
+    /// Defines the products, then tells every story (the following story when the app's server is
+    /// given). The auto-renewable story moves the simulator's clock forward by most of an hour, so
+    /// only the restore story, whose receipts the replay story verifies again, comes after it.
     public func runAll() async throws -> [StoryResult] {
         try await defineCatalog()
         return [
@@ -36,6 +42,7 @@ public struct DemoStories: Sendable {
             try await nonRenewing(),
             try await refund(),
             try await storeKit2(),
+        ] + (appServer == nil ? [] : [try await following()]) + [
             try await autoRenewable(),
             try await restoredSubscription(),
         ]

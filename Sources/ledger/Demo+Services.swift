@@ -18,6 +18,8 @@ struct DemoStoriesService: Service {
     let sharedSecret: String
     let simulatorPort: ServerPort
     let ledgerPort: ServerPort
+    let appServer: DemoAppServer
+    let appServerPort: ServerPort
     let keepRunning: Bool
     let logger: Logger
 
@@ -35,10 +37,12 @@ struct DemoStoriesService: Service {
         Output.line("  App Store      \(simulatorBase)  (simulator, sandbox)")
         Output.line("  app            \(bundleId), registered with the simulator's shared secret")
         Output.line("  API key        \(key)  (scopes ingest, read, finance, admin)")
+        Output.line("  app's server   \(try await appServerPort.value("the app's server"))  (takes the ledger's webhooks on 127.0.0.1)")
 
         let started = ContinuousClock.now
         let client = DemoClient(ledgerBase: ledgerBase, apiKey: key, simulatorBase: simulatorBase, bundleId: bundleId)
-        let results = try await DemoStories(client: client) { Output.line($0) }.runAll()
+        let appServerBase = "http://127.0.0.1:\(try await appServerPort.value("the app's server"))"
+        let results = try await DemoStories(client: client, appServer: appServer, appServerBase: appServerBase) { Output.line($0) }.runAll()
         if let restored = results.first(where: { $0.story == "restored-subscription" }) {
             let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(
                 productionURL: simulatorBase + "/production/verifyReceipt", sandboxURL: simulatorBase + "/sandbox/verifyReceipt"
@@ -66,6 +70,8 @@ struct DemoStoriesService: Service {
         }
         Output.line("  curl -s -H 'Authorization: Bearer \(key)' -H 'Accept: text/csv' '\(base)/v1/audit/events?environment=sandbox'")
         Output.line("  curl -s -H 'Authorization: Bearer \(key)' \(base)/v1/apps/\(bundleId)/users/bob/history")
+        Output.line("  curl -s -H 'Authorization: Bearer \(key)' '\(base)/v1/apps/\(bundleId)/changes?after=0&limit=20'")
+        Output.line("  ledger webhooks deliveries --app \(bundleId)")
         Output.line("  \(base)/finance            # in a browser: sign in with the key above, then choose Sandbox")
         Output.line("  ledger projections status")
         Output.line("  ledger audit export --app \(bundleId) --environment sandbox")

@@ -77,13 +77,20 @@ struct Demo: AsyncParsableCommand {
             signedPayloads: SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, simulator.signedPayloads.authority.root]),
             logger: logger
         )
+        // The app's own server, taking the ledger's webhooks in the following story.
+        let appServer = DemoAppServer()
+        let appServerPort = ServerPort()
+        let appServerApplication = appServer.application(logger: logger) { base in
+            appServerPort.report(Int(base.split(separator: ":").last ?? "") ?? 0)
+        }
         let stories = DemoStoriesService(
             roles: roles, secrets: secrets, bundleId: bundleId, sharedSecret: sharedSecret, simulatorPort: simulatorForStories,
-            ledgerPort: ledgerPort, keepRunning: keepRunning, logger: logger
+            ledgerPort: ledgerPort, appServer: appServer, appServerPort: appServerPort, keepRunning: keepRunning, logger: logger
         )
         let group = ServiceGroup(configuration: .init(
             services: [
                 .init(service: simulator),
+                .init(service: appServerApplication),
                 .init(service: ledger),
                 .init(service: stories, successTerminationBehavior: .gracefullyShutdownGroup,
                       failureTerminationBehavior: .gracefullyShutdownGroup),

@@ -2,6 +2,7 @@ import AppStore
 import LedgerDemo
 import LedgerProjections
 import LedgerStore
+import LedgerRuntime
 import LedgerTesting
 import NIOHTTP1
 import Testing
@@ -15,6 +16,27 @@ import Testing
             let stories = DemoStories(client: client)
             try await stories.defineCatalog()
             return try await body(stories)
+        }
+    }
+
+    @Test func theAppsServerFollowsTheFeedAndReceivesSignedWebhooksOfARenewalWithNoDeviceAndARefund() async throws {
+        let appServer = DemoAppServer()
+        let port = ServerPort()
+        let receiver = appServer.application(logger: APIHarness.logger) { base in port.report(Int(base.split(separator: ":").last ?? "") ?? 0) }
+        try await withRunningServices([receiver], logger: APIHarness.logger) {
+            let base = "http://127.0.0.1:\(try await port.value())"
+            try await APIHarness.run { api in
+                let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+                let stories = DemoStories(client: client, appServer: appServer, appServerBase: base)
+                try await stories.defineCatalog()
+                let result = try await stories.following()
+                #expect(result["feed"]?.answer["changes"]?.array.compactMap(\.string) == ["purchase", "renewal", "refund"])
+                #expect(result["webhooks"]?.answer["webhooks"]?.array.compactMap(\.string) == ["purchase", "renewal", "refund"])
+                let unverified = appServer.webhooks.filter { !$0.signatureVerified }
+                #expect(unverified.isEmpty)
+                let deliveries = result["deliveries"]?.answer
+                #expect(deliveries != nil)
+            }
         }
     }
 

@@ -12,6 +12,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PostgresNIO
+import ServiceLifecycle
 import Testing
 
 /// A whole ledger for one test: its own database, the App Store simulator, the HTTP server and the
@@ -165,6 +166,17 @@ struct APIHarness: Sendable {
     /// whose runner has not started yet on a new database. `readWait` is generous: the gap guard's
     /// horizon is the whole PostgreSQL server's, so a test elsewhere holding a transaction open on
     /// purpose delays every test's projections (never wrongly).
+    /// The HTTP client the harnesses' webhook deliveries share (for the test process's life).
+    static let webhookClient = HTTPWebhookSender.makeHTTPClient()
+
+    /// Work a leading server runs beside the projections, as a service.
+    struct Companion: Service {
+        let work: @Sendable () async -> Void
+        func run() async throws {
+            try await cancelWhenGracefulShutdown { await work() }
+        }
+    }
+
     static func run<T: Sendable>(
         _ name: String = #function,
         appStoreRetry: RetryPolicy = .none,
@@ -246,7 +258,12 @@ struct APIHarness: Sendable {
                 let ledgerPort = ServerPort()
                 // As the leading `ledger serve` does: the change feed written beside the projections.
                 let writer = ChangeWriter(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
-                let application = server.application(services: runProjections ? [changes, runner, writer] : [changes]) { ledgerPort.report($0) }
+                // And the webhooks sent, quickly polled.
+                let webhooks = WebhookDelivery(store: PostgresWebhooks(client: client, secrets: secrets, logger: logger),
+                                               sender: HTTPWebhookSender(client: Self.webhookClient),
+                                               configuration: .init(pollInterval: .milliseconds(50), refreshInterval: .milliseconds(200)), logger: logger)
+                let delivering = Companion { await webhooks.run() }
+                let application = server.application(services: runProjections ? [changes, runner, writer, delivering] : [changes]) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.value())", simulatorBase: simulatorBase,
