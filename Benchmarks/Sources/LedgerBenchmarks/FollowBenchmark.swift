@@ -50,6 +50,14 @@ public struct FollowBenchmark: Sendable {
     public func run(pageSize: Int, deliveries wanted: Int, progress: @escaping @Sendable (String) -> Void = { _ in }) async throws -> Result {
         var result = Result()
         let writer = ChangeWriter(client: client, listenConfiguration: nil, logger: logger)
+        // Written afresh from position 0 on every run, so the writer's figure covers the whole log.
+        try await client.withConnection { connection in
+            try await connection.query("BEGIN", logger: logger)
+            try await connection.query("DELETE FROM ledger.changes", logger: logger)
+            try await connection.query("DELETE FROM ledger.change_deadlines", logger: logger)
+            try await connection.query("UPDATE ledger.change_writer SET position = 0", logger: logger)
+            try await connection.query("COMMIT", logger: logger)
+        }
         progress("writing the change feed from the log")
         let writing = ContinuousClock.now
         result.writerEvents = try await writer.catchUp()
@@ -61,6 +69,8 @@ public struct FollowBenchmark: Sendable {
         guard let app = counts.first?.0 else { throw StoreError.invalidInput("the log holds no change to follow: seed it first (`ledger-bench seed`)") }
 
         let registry = AppRegistry(client: client, logger: logger)
+        // The seeder writes the log only: its apps are registered here when they are not yet.
+        _ = try await registry.addApp(app, sharedSecret: nil)
         let key = try await registry.createKey(app: app, scopes: [.read]).token
         progress("reading \(app)'s feed through HTTP, pages of \(pageSize)")
         let server = LedgerServer(configuration: .init(host: "127.0.0.1", port: 0), client: client, verifier: RefusingVerifier(), logger: logger)

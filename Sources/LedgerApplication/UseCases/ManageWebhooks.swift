@@ -1,4 +1,5 @@
 import Foundation
+import LedgerDomain
 
 /// What an operator (`ledger webhooks`) or an app's admin key (`/v1/apps/{bundleId}/webhooks`)
 /// does with an app's webhook endpoints: add one (its secret shown once), list, remove, look at
@@ -98,10 +99,10 @@ public struct ManageWebhooks: Sendable {
         let unique = Set(types.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }).sorted()
         guard !unique.isEmpty else { throw .invalidInput("name at least one change type, or none for all of them") }
         guard unique.count <= maximumTypes else { throw .invalidInput("at most \(maximumTypes) types, not \(unique.count)") }
-        for type in unique {
-            guard type.utf8.count <= 64, let first = type.utf8.first, (97...122).contains(first),
-                  type.utf8.allSatisfy({ (97...122).contains($0) || $0 == UInt8(ascii: "_") })
-            else { throw .invalidInput("a change type is lower-case letters and '_' (such as renewal), not '\(type.prefix(64))'") }
+        // A change is sent when its own type (the first thing that happened) is one of these.
+        for type in unique where StandingChange.Kind(rawValue: type) == nil {
+            let known = StandingChange.Kind.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .invalidInput("'\(type.prefix(64))' is not a change type; the types are \(known)")
         }
         return unique
     }

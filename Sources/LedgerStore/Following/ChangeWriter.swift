@@ -127,6 +127,7 @@ public struct ChangeWriter: Sendable {
         }
         let users = Set(events.compactMap { UserKey(streamID: $0.streamID) })
         let stored = try await deadlines(of: Array(users))
+        var tails = try await tailsBefore(events)
         for event in events {
             switch StreamID.kind(of: event.streamID) {
             case .user(let app, let user):
@@ -137,7 +138,8 @@ public struct ChangeWriter: Sendable {
                 if let known = states[key] {
                     before = known
                 } else {
-                    before = try await reader.state(of: stream, upToPosition: event.position - 1, catalog: catalog)
+                    // The kept fold, moved on by what the batch's one read found of the stream before the event.
+                    before = try await reader.state(of: stream, upToPosition: event.position - 1, catalog: catalog, tail: tails.removeValue(forKey: key))
                 }
                 var seq = 0
                 // What ran out before this fact came, told first.
@@ -198,6 +200,37 @@ public struct ChangeWriter: Sendable {
             }
         }
         return batch
+    }
+
+    /// For each user of the batch, what the writer's kept fold lacks of the stream before the
+    /// user's first event in the batch, read in one statement for all of them: a user whose kept
+    /// fold ends right there needs nothing read (an empty tail), and one whose fold was forgotten
+    /// (or never made) is read from where it was kept, not one query per user.
+    private func tailsBefore(_ events: [RecordedEvent]) async throws -> [UserKey: UserStreamReader.Tail] {
+        var first: [UserKey: RecordedEvent] = [:]
+        for event in events {
+            guard let key = UserKey(streamID: event.streamID), first[key] == nil else { continue }
+            first[key] = event
+        }
+        var tails: [UserKey: UserStreamReader.Tail] = [:]
+        var wanted: [(key: UserKey, stream: StreamID, afterVersion: Int64, before: Int64)] = []
+        for (key, event) in first {
+            let stream = try StreamID.user(app: key.app, user: key.user)
+            let kept = reader.kept?.kept(user: stream.rawValue)
+            let version = kept?.version ?? 0
+            if let kept, kept.lastPosition >= event.position { continue }
+            if version == event.streamVersion - 1 {
+                tails[key] = .init(afterVersion: version, events: [])
+            } else {
+                wanted.append((key, stream, version, event.position))
+            }
+        }
+        guard !wanted.isEmpty, let last = events.last?.position else { return tails }
+        let read = try await store.readStreams(wanted.map { ($0.stream, $0.afterVersion) }, upToPosition: last)
+        for item in wanted {
+            tails[item.key] = .init(afterVersion: item.afterVersion, events: (read[item.stream.rawValue] ?? []).filter { $0.position < item.before })
+        }
+        return tails
     }
 
     /// The users of `app` whose deadline is due by `through`, as the batch so far leaves them
