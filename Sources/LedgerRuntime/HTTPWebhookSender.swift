@@ -37,7 +37,10 @@ public struct HTTPWebhookSender: WebhookSender {
     public static func makeHTTPClient(configuration: Configuration = .init()) -> HTTPClient {
         let seconds = Int64(configuration.deadline.components.seconds)
         let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(min(5, max(seconds, 1))), read: .seconds(max(seconds, 1)))
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow, timeout: timeout))
+        var client = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: timeout)
+        // As many connections to one endpoint as `WebhookDelivery` has deliveries in flight.
+        client.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: client)
     }
 
     public func send(_ request: WebhookRequest) async -> WebhookAnswer {

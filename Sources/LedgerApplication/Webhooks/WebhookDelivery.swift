@@ -23,17 +23,21 @@ public struct WebhookDelivery: Sendable {
         public var refreshInterval: Duration
         /// Deliveries of one endpoint in flight at once.
         public var concurrency: Int
+        /// Deliveries due taken per pass (each the earliest pending of its user), sent `concurrency`
+        /// at a time: a slow answer holds one slot, not the pass.
+        public var passSize: Int
         /// Log positions queued per endpoint per pass.
         public var queueBatch: Int
 
         public init(
             schedule: WebhookRetrySchedule = .standard, pollInterval: Duration = .milliseconds(250), refreshInterval: Duration = .seconds(1),
-            concurrency: Int = 8, queueBatch: Int = 1_000
+            concurrency: Int = 16, passSize: Int = 256, queueBatch: Int = 1_000
         ) {
             self.schedule = schedule
             self.pollInterval = pollInterval
             self.refreshInterval = refreshInterval
             self.concurrency = concurrency
+            self.passSize = passSize
             self.queueBatch = queueBatch
         }
     }
@@ -99,14 +103,21 @@ public struct WebhookDelivery: Sendable {
         }
     }
 
-    /// Sends the deliveries due now (at most `concurrency`, each the earliest pending of its
-    /// user) at once and records each answer; returns how many were sent.
+    /// Sends the deliveries due now (at most `passSize`, each the earliest pending of its user),
+    /// `concurrency` at a time, and records each answer as it comes; returns how many were sent.
     func deliverDue(to target: WebhookTarget) async throws -> Int {
-        let due = try await store.due(endpointID: target.endpointId, limit: configuration.concurrency)
+        let due = try await store.due(endpointID: target.endpointId, limit: configuration.passSize)
         guard !due.isEmpty else { return 0 }
         let signer = WebhookSigner(secret: target.secret)
         try await withThrowingTaskGroup(of: Void.self) { group in
-            for delivery in due {
+            var waiting = due[...]
+            var inFlight = 0
+            while let delivery = waiting.popFirst() {
+                if inFlight == configuration.concurrency {
+                    try await group.next()
+                    inFlight -= 1
+                }
+                inFlight += 1
                 group.addTask {
                     let timestamp = Int64(Date().timeIntervalSince1970)
                     let id = delivery.change.description
