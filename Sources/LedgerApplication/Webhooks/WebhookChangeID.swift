@@ -1,4 +1,6 @@
-/// A change's id as the feed and the webhooks name it: `chg_<position>_<seq>`.
+import LedgerDomain
+
+/// A change's id as the feed and the webhooks name it: `chg_<position>_<seq>` (`ChangeRecord.id`).
 public struct WebhookChangeID: Sendable, Hashable, CustomStringConvertible {
     public let position: Int64
     public let seq: Int
@@ -10,12 +12,9 @@ public struct WebhookChangeID: Sendable, Hashable, CustomStringConvertible {
 
     /// The change `text` names; nil for anything but `chg_<position ≥ 1>_<seq ≥ 0>`.
     public init?(_ text: String) {
-        let parts = text.split(separator: "_", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == "chg", parts[1].allSatisfy(\.isASCII), parts[2].allSatisfy(\.isASCII),
-              let position = Int64(parts[1]), position >= 1, let seq = Int(parts[2]), seq >= 0, seq <= Int(Int32.max)
-        else { return nil }
-        self.init(position: position, seq: seq)
+        guard let place = ChangeRecord.place(of: text), place.seq <= Int(Int32.max) else { return nil }
+        self.init(position: place.position, seq: place.seq)
     }
 
-    public var description: String { "chg_\(position)_\(seq)" }
+    public var description: String { ChangeRecord.id(position: position, seq: seq) }
 }

@@ -199,18 +199,22 @@ public struct PostgresWebhooks: WebhookStore {
     }
 
     public func due(endpointID: String, limit: Int) async throws -> [PendingWebhook] {
-        // The earliest pending delivery of each user only, when it is due: per-user order.
+        // The earliest pending delivery of each user only, when it is due: per-user order. The heads
+        // come from one ordered pass over the endpoint's pending deliveries (the partial index on
+        // (endpoint, user, position, seq)), whatever the planner thinks of fresh rows: an anti-join
+        // against the same rows, planned on stale statistics, took 8 s for 5,000 pending.
         let rows = try await client.query("""
-            SELECT d.position, d.seq, d.user_id, c.body, d.attempts, d.round_start
-            FROM ledger.webhook_deliveries d
-            JOIN ledger.webhook_endpoints e ON e.id = d.endpoint_id
-            JOIN ledger.changes c ON c.app = e.app AND c.position = d.position AND c.seq = d.seq
-            WHERE d.endpoint_id = \(endpointID) AND d.status = 'pending' AND d.next_attempt_at <= now()
-              AND NOT EXISTS (
-                  SELECT 1 FROM ledger.webhook_deliveries p
-                  WHERE p.endpoint_id = d.endpoint_id AND p.user_id = d.user_id AND p.status = 'pending'
-                    AND (p.position, p.seq) < (d.position, d.seq))
-            ORDER BY d.position, d.seq LIMIT \(limit)
+            SELECT h.position, h.seq, h.user_id, c.body, h.attempts, h.round_start
+            FROM (
+                SELECT DISTINCT ON (user_id) position, seq, user_id, attempts, round_start, next_attempt_at
+                FROM ledger.webhook_deliveries
+                WHERE endpoint_id = \(endpointID) AND status = 'pending'
+                ORDER BY user_id, position, seq
+            ) h
+            JOIN ledger.changes c ON c.app = (SELECT app FROM ledger.webhook_endpoints WHERE id = \(endpointID))
+                                 AND c.position = h.position AND c.seq = h.seq
+            WHERE h.next_attempt_at <= now()
+            ORDER BY h.position, h.seq LIMIT \(limit)
             """, logger: logger).collect()
         return try rows.map { row in
             let (position, seq, user, body, attempts, roundStart) = try row.decode((Int64, Int32, String, String, Int32, Int32).self)
