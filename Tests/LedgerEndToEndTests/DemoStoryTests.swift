@@ -25,7 +25,7 @@ import Testing
         let receiver = appServer.application(logger: APIHarness.logger) { base in port.report(Int(base.split(separator: ":").last ?? "") ?? 0) }
         try await withRunningServices([receiver], logger: APIHarness.logger) {
             let base = "http://127.0.0.1:\(try await port.value())"
-            try await APIHarness.run { api in
+            try await APIHarness.run(followChanges: true) { api in
                 let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
                 let stories = DemoStories(client: client, appServer: appServer, appServerBase: base)
                 try await stories.defineCatalog()

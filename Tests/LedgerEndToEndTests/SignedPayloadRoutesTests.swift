@@ -48,10 +48,10 @@ import Testing
 
     static func run<T: Sendable>(
         _ name: String = #function, notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
-        _ body: @Sendable (APIHarness, Signed) async throws -> T
+        followChanges: Bool = false, _ body: @Sendable (APIHarness, Signed) async throws -> T
     ) async throws -> T {
         let authority = try SimulatorCertificateAuthority()
-        return try await APIHarness.run(name, authority: authority, notificationRetryDelays: notificationRetryDelays) { api in
+        return try await APIHarness.run(name, authority: authority, notificationRetryDelays: notificationRetryDelays, followChanges: followChanges) { api in
             try await body(api, Signed(authority: authority))
         }
     }

@@ -47,7 +47,7 @@ struct WebhookDeliveryTests {
     /// The app registered, the use case and a running `WebhookDelivery` (quick polls, the given
     /// schedule and attempt deadline) for `body`.
     static func withWebhooks<T: Sendable>(
-        _ name: String = #function, schedule: WebhookRetrySchedule, deadline: Duration = .seconds(1),
+        _ name: String = #function, schedule: WebhookRetrySchedule, deadline: Duration = .seconds(5),
         _ body: @Sendable (ManageWebhooks, DatabasePool) async throws -> T
     ) async throws -> T {
         try await TestDatabase.withDatabase(name) { client, _ in
@@ -90,7 +90,7 @@ struct WebhookDeliveryTests {
         let receiver = WebhookReceiver { request in
             switch request.number {
             case 1...6: .init(status: 500, body: "boom \(request.number)")
-            case 7...9: .init(status: 200, delay: .seconds(2))
+            case 7...9: .init(status: 200, delay: .seconds(8))
             default: .init(status: 200, body: "thanks")
             }
         }
@@ -223,10 +223,10 @@ struct WebhookDeliveryTests {
     @Test("with one endpoint dead, the other gets every change while the dead one is still being retried")
     func deadEndpointHoldsUpNoOther() async throws {
         let receiver = WebhookReceiver { request in
-            request.path == "/dead" ? .init(status: 200, delay: .seconds(3)) : .init(status: 200)
+            request.path == "/dead" ? .init(status: 200, delay: .seconds(8)) : .init(status: 200)
         }
         try await receiver.run(paths: ["dead", "live"]) { base in
-            try await Self.withWebhooks(schedule: Self.schedule(20), deadline: .milliseconds(500)) { webhooks, client in
+            try await Self.withWebhooks(schedule: Self.schedule(20), deadline: .seconds(3)) { webhooks, client in
                 let dead = try await webhooks.add(app: Self.app, url: base + "/dead").endpoint
                 let live = try await webhooks.add(app: Self.app, url: base + "/live", types: ["purchase", "renewal"]).endpoint
                 let users = ["ann", "bob", "cat", "dan", "eve"]

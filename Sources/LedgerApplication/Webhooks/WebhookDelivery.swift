@@ -30,7 +30,7 @@ public struct WebhookDelivery: Sendable {
         public var queueBatch: Int
 
         public init(
-            schedule: WebhookRetrySchedule = .standard, pollInterval: Duration = .milliseconds(250), refreshInterval: Duration = .seconds(1),
+            schedule: WebhookRetrySchedule = .standard, pollInterval: Duration = .milliseconds(500), refreshInterval: Duration = .seconds(1),
             concurrency: Int = 16, passSize: Int = 256, queueBatch: Int = 1_000
         ) {
             self.schedule = schedule

@@ -28,7 +28,7 @@ public struct ChangeWriter: Sendable {
 
     public init(
         client: DatabasePool, listenConfiguration: PostgresConnection.Configuration?, batchSize: Int = 1_000,
-        pollInterval: Duration = .milliseconds(250), clockInterval: Duration = .seconds(1), logger: Logger
+        pollInterval: Duration = .seconds(1), clockInterval: Duration = .seconds(1), logger: Logger
     ) {
         self.client = client
         let store = PostgresEventStore(client: client, logger: logger)

@@ -419,26 +419,56 @@ struct ProjectionBatchWriter: Sendable {
                 logger: logger
             )
         }
-        let lines = rows.flatMap { user in
-            user.rows.map { CopyText.line([user.user.app, user.user.user] + $0) }
-        }
-        guard !lines.isEmpty else { return }
-        // copyFrom quotes the table name as one identifier, so no schema prefix: the schema comes
-        // from search_path, for this transaction only.
-        try await connection.query("SET LOCAL search_path = ledger", logger: logger)
-        try await connection.copyRows(
-            into: name, columns: ["app", "user_id"] + projection.columns.map(\.name), logger: logger
-        ) { writer in
-            var buffer = ByteBuffer()
-            for line in lines {
-                buffer.writeString(line)
-                if buffer.readableBytes > 1 << 16 {
-                    try await writer.write(buffer)
-                    buffer.clear()
+        let all = rows.flatMap { user in user.rows.map { [user.user.app, user.user.user] + $0 } }
+        guard !all.isEmpty else { return }
+        // One INSERT of the rows as a JSON array, not COPY: postgres-nio 1.33.2 stops the whole
+        // process (a precondition in its copy state) when the connection fails in the middle of a
+        // COPY, and a batch is written whenever PostgreSQL may go away.
+        let columns = ["app", "user_id"] + projection.columns.map(\.name)
+        let types = ["text", "text"] + projection.columns.map { $0.type.replacingOccurrences(of: " NOT NULL", with: "") }
+        let values = types.enumerated().map { index, type in type == "text" ? "r ->> \(index)" : "(r ->> \(index))::\(type)" }
+        try await connection.query(
+            """
+            INSERT INTO ledger.\(unescaped: name) (\(unescaped: columns.joined(separator: ", ")))
+            SELECT \(unescaped: values.joined(separator: ", ")) FROM jsonb_array_elements(\(Self.json(all))::jsonb) AS r
+            """,
+            logger: logger
+        )
+    }
+
+    /// Rows of text values as one JSON array of arrays, nil as null.
+    static func json(_ rows: [[String?]]) -> String {
+        var out = "["
+        out.reserveCapacity(rows.count * 128)
+        for (index, row) in rows.enumerated() {
+            out += index == 0 ? "[" : ",["
+            for (column, value) in row.enumerated() {
+                if column > 0 { out += "," }
+                guard let value else {
+                    out += "null"
+                    continue
                 }
+                out += "\""
+                for scalar in value.unicodeScalars {
+                    switch scalar {
+                    case "\"": out += "\\\""
+                    case "\\": out += "\\\\"
+                    case "\n": out += "\\n"
+                    case "\r": out += "\\r"
+                    case "\t": out += "\\t"
+                    default:
+                        if scalar.value < 0x20 {
+                            out += String(format: "\\u%04x", scalar.value)
+                        } else {
+                            out.unicodeScalars.append(scalar)
+                        }
+                    }
+                }
+                out += "\""
             }
-            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+            out += "]"
         }
+        return out + "]"
     }
 }
 

@@ -190,6 +190,7 @@ struct APIHarness: Sendable {
         notificationRetryDelays: [Duration] = [.milliseconds(200), .milliseconds(400), .milliseconds(800)],
         sessionSettings: [String: String] = [:],
         periodSigner: (any PeriodSigner)? = nil,
+        followChanges: Bool = false,
         _ body: @Sendable (APIHarness) async throws -> T
     ) async throws -> T {
         LedgerMetrics.bootstrap()
@@ -258,12 +259,13 @@ struct APIHarness: Sendable {
                 let ledgerPort = ServerPort()
                 // As the leading `ledger serve` does: the change feed written beside the projections.
                 let writer = ChangeWriter(client: client, listenConfiguration: try settings.connectionConfiguration, logger: logger)
-                // And the webhooks sent, quickly polled.
+                // And the webhooks sent. Only for the tests that follow changes: the others would pay
+                // for both with every append.
                 let webhooks = WebhookDelivery(store: PostgresWebhooks(client: client, secrets: secrets, logger: logger),
-                                               sender: HTTPWebhookSender(client: Self.webhookClient),
-                                               configuration: .init(pollInterval: .milliseconds(50), refreshInterval: .milliseconds(200)), logger: logger)
+                                               sender: HTTPWebhookSender(client: Self.webhookClient), logger: logger)
                 let delivering = Companion { await webhooks.run() }
-                let application = server.application(services: runProjections ? [changes, runner, writer, delivering] : [changes]) { ledgerPort.report($0) }
+                let following: [any Service] = followChanges ? [writer, delivering] : []
+                let application = server.application(services: runProjections ? [changes, runner] + following : [changes]) { ledgerPort.report($0) }
                 return try await withRunningServices([application], logger: logger) {
                     let harness = APIHarness(
                         base: "http://127.0.0.1:\(try await ledgerPort.value())", simulatorBase: simulatorBase,
