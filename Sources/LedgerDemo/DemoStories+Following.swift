@@ -31,7 +31,7 @@ extension DemoStories {
                                ["userId": .string(user), "deviceId": "phone", "signedTransaction": .string(signed)])
         try await story.notification("subscribed", "Apple notifies the ledger: SUBSCRIBED", type: "SUBSCRIBED", transaction: transaction)
         try await story.simulator("advance", "The App Store's clock moves 6 minutes: a renewal no device posts", .POST, "/admin/clock/advance", ["minutes": 6])
-        let renewal = try await story.notification("did-renew", "Apple notifies the ledger: DID_RENEW", type: "DID_RENEW", transaction: nil)
+        let renewal = try await story.notification("did-renew", "Apple notifies the ledger: DID_RENEW", type: "DID_RENEW", transaction: nil, user: user)
         try await story.simulator("cancel", "Apple support refunds the renewal \(renewal)", .POST, "/admin/transactions/\(renewal)/cancel", ["reason": 0])
         try await story.notification("refund", "Apple notifies the ledger: REFUND", type: "REFUND", transaction: renewal)
 

@@ -44,16 +44,17 @@ extension DemoStories {
 
 extension StoryRecorder {
     /// Waits (up to 30 s) until the simulator has delivered a notification of `type` (about
-    /// `transaction`, when given) that this story has not seen, and records the ledger's answer to it;
+    /// `transaction`, and recorded for `user`, when given) that this story has not seen, and records the ledger's answer to it;
     /// returns the transaction it was about.
     @discardableResult
-    mutating func notification(_ name: String, _ title: String, type: String, transaction: String?) async throws -> String {
+    mutating func notification(_ name: String, _ title: String, type: String, transaction: String?, user: String? = nil) async throws -> String {
         let deadline = ContinuousClock.now + .seconds(30)
         while ContinuousClock.now < deadline {
             let listed = try await client.simulator(.GET, "/admin/notifications")
             let found = listed.body["notifications"]?.array.last { entry in
                 entry["notificationType"]?.string == type && entry["delivered"]?.bool == true
                     && (transaction == nil || entry["transactionId"]?.string == transaction)
+                    && (user == nil || entry["answer"]?.string.map { DemoJSON(data: Data($0.utf8))["userId"]?.string == user } == true)
                     && !seenNotifications.contains(entry["notificationUUID"]?.string ?? "")
             }
             if let found, let uuid = found["notificationUUID"]?.string, let about = found["transactionId"]?.string {

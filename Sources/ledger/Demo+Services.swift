@@ -37,11 +37,11 @@ struct DemoStoriesService: Service {
         Output.line("  App Store      \(simulatorBase)  (simulator, sandbox)")
         Output.line("  app            \(bundleId), registered with the simulator's shared secret")
         Output.line("  API key        \(key)  (scopes ingest, read, finance, admin)")
-        Output.line("  app's server   \(try await appServerPort.value("the app's server"))  (takes the ledger's webhooks on 127.0.0.1)")
+        let appServerBase = "http://127.0.0.1:\(try await appServerPort.value("the app's server"))"
+        Output.line("  app's server   \(appServerBase)  (takes the ledger's webhooks)")
 
         let started = ContinuousClock.now
         let client = DemoClient(ledgerBase: ledgerBase, apiKey: key, simulatorBase: simulatorBase, bundleId: bundleId)
-        let appServerBase = "http://127.0.0.1:\(try await appServerPort.value("the app's server"))"
         let results = try await DemoStories(client: client, appServer: appServer, appServerBase: appServerBase) { Output.line($0) }.runAll()
         if let restored = results.first(where: { $0.story == "restored-subscription" }) {
             let verifier = AppStoreReceiptVerifier(configuration: AppStoreConfiguration(

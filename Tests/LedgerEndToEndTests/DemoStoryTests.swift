@@ -153,11 +153,20 @@ import Testing
     }
 
     @Test func theWholeDemoRunsStoryAfterStoryOnOneLedger() async throws {
-        let results = try await APIHarness.run { api in
-            let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
-            return try await DemoStories(client: client).runAll()
+        // As `ledger demo` runs them: with the app's server, so the following story comes after
+        // the StoreKit 2 story's notifications, which it must tell from its own.
+        let appServer = DemoAppServer()
+        let port = ServerPort()
+        let receiver = appServer.application(logger: APIHarness.logger) { base in port.report(Int(base.split(separator: ":").last ?? "") ?? 0) }
+        let results = try await withRunningServices([receiver], logger: APIHarness.logger) {
+            let base = "http://127.0.0.1:\(try await port.value())"
+            return try await APIHarness.run(followChanges: true) { api in
+                let client = DemoClient(ledgerBase: api.base, apiKey: api.allKey, simulatorBase: api.simulatorBase, bundleId: APIHarness.app)
+                return try await DemoStories(client: client, appServer: appServer, appServerBase: base).runAll()
+            }
         }
-        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "storekit2", "auto-renewable", "restored-subscription"])
+        #expect(results.map(\.story) == ["consumable", "non-consumable", "non-renewing", "refund", "storekit2", "following", "auto-renewable",
+                                         "restored-subscription"])
         #expect(results.allSatisfy { $0.entitlements["userId"]?.string == $0.userId })
     }
 }
