@@ -23,11 +23,12 @@ import Testing
             let t0 = Date()
 
             // Alice subscribes; the App Store renews her with no device (DID_RENEW), then nothing.
+            let ta = Date()
             let first = try signed.transaction("3000000000000001", product: "pro.monthly", type: .autoRenewable,
-                                               at: t0.addingTimeInterval(-10), expires: t0.addingTimeInterval(20))
+                                               at: ta.addingTimeInterval(-10), expires: ta.addingTimeInterval(20))
             #expect(try await api.postTransaction("alice", device: "phone", first).status == 200)
             let renewal = try signed.transaction("3000000000000002", original: "3000000000000001", product: "pro.monthly", type: .autoRenewable,
-                                                 at: t0.addingTimeInterval(20), expires: t0.addingTimeInterval(30))
+                                                 at: ta.addingTimeInterval(20), expires: ta.addingTimeInterval(30))
             #expect(try await api.postNotification(try signed.notification("DID_RENEW", transaction: renewal)).status == 200)
 
             // Bob buys three coins, uses one, and Apple refunds the purchase.
@@ -41,10 +42,11 @@ import Testing
             #expect(try await api.postNotification(try signed.notification("REFUND", transaction: refunded)).status == 200)
 
             // Carol's renewal fails to bill; the App Store keeps her access for a grace period.
+            let tc = Date()
             let carols = try signed.transaction("3000000000000020", product: "pro.monthly", type: .autoRenewable,
-                                                at: t0.addingTimeInterval(-20), expires: t0.addingTimeInterval(20))
+                                                at: tc.addingTimeInterval(-20), expires: tc.addingTimeInterval(20))
             #expect(try await api.postTransaction("carol", device: "pad", carols).status == 200)
-            let graceEnds = t0.addingTimeInterval(30)
+            let graceEnds = tc.addingTimeInterval(30)
             let info = try signed.signer.sign(SimulatorSignedPayloads.renewalInfo(
                 originalTransactionId: "3000000000000020", productId: "pro.monthly", environment: .sandbox, isInBillingRetryPeriod: true,
                 gracePeriodExpiresDate: graceEnds, signedDate: Date()))
@@ -57,7 +59,7 @@ import Testing
             #expect(byUser["alice"]?.map(\.type) == ["purchase", "renewal", "expired"], "\(all.map(\.summary))")
             #expect(byUser["alice"]?.first?.happened.contains("entitlement_gained") == true)
             #expect(byUser["alice"]?.last?.happened == ["expired", "entitlement_lost"], "\(all.map(\.summary))")
-            #expect(byUser["alice"]?.last?.occurredAt == LedgerJSON.formatTimestamp(t0.addingTimeInterval(30)))
+            #expect(byUser["alice"]?.last?.occurredAt == LedgerJSON.formatTimestamp(ta.addingTimeInterval(30)))
             #expect(byUser["bob"]?.map(\.type) == ["purchase", "consumed", "refund"], "\(all.map(\.summary))")
             #expect(byUser["bob"]?.map(\.balanceAfter) == [3, 2, -1], "\(all.map(\.summary))")
             #expect(byUser["carol"]?.map(\.type) == ["purchase", "grace_period_entered", "grace_period_ended"], "\(all.map(\.summary))")

@@ -15,7 +15,10 @@ struct ChangeFeedTests {
     static func withFeed<T: Sendable>(
         _ client: DatabasePool, _ settings: DatabaseSettings, _ body: @Sendable (ChangeFeed) async throws -> T
     ) async throws -> T {
-        let feed = ChangeFeed(configuration: try settings.connectionConfiguration, logger: logger)
+        // A heartbeat of 5 s, not the server's 1 s: on a loaded machine (the whole suite in parallel)
+        // a 1-second heartbeat can go unanswered, and the feed then rightly forgets what it kept,
+        // which these tests would read as a key or secret lost from memory.
+        let feed = ChangeFeed(configuration: try settings.connectionConfiguration, heartbeat: .seconds(5), logger: logger)
         return try await withRunningServices([feed], logger: logger) {
             #expect(try await eventually(timeout: .seconds(10)) { feed.keys.isListening && feed.projections.isListening })
             return try await body(feed)

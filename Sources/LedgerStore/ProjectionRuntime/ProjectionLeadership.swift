@@ -78,10 +78,23 @@ public struct ProjectionLeadership: Service {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [runner] in try? await runner.run() }
             for companion in companions {
-                // A companion ending does not end the lead: only the runner or the lock's session do.
+                // A companion ending does not end the lead: only the runner or the lock's session
+                // do. When the lead ends, a companion still waiting (on a connection PostgreSQL
+                // dropped, say) is cancelled and abandoned, so that it never holds the lead's end,
+                // nor the server's shutdown.
                 group.addTask {
-                    await companion()
-                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3_600)) }
+                    let (ended, end) = AsyncStream<Void>.makeStream()
+                    await withTaskCancellationHandler {
+                        _ = try? await untilAbandoned({
+                            await companion()
+                            while !Task.isCancelled { try? await Task.sleep(for: .seconds(3_600)) }
+                        }, abandonWhen: {
+                            for await _ in ended {}
+                            return CancellationError()
+                        })
+                    } onCancel: {
+                        end.finish()
+                    }
                 }
             }
             group.addTask {
