@@ -127,7 +127,8 @@ public struct ServeOptions: ParsableArguments, Sendable {
         let health = LedgerHealth.Thresholds(
             stall: try Self.seconds("LEDGER_HEALTH_STALL_SECONDS", in: environment) ?? defaults.stall,
             longTransaction: try Self.seconds("LEDGER_HEALTH_TRANSACTION_SECONDS", in: environment) ?? defaults.longTransaction,
-            syncStale: try Self.seconds("LEDGER_HEALTH_SYNC_SECONDS", in: environment) ?? defaults.syncStale
+            syncStale: try Self.seconds("LEDGER_HEALTH_SYNC_SECONDS", in: environment) ?? defaults.syncStale,
+            readingKept: try Self.readingKept(in: environment) ?? defaults.readingKept
         )
         let signedPayloads = try Self.signedPayloadVerifier(trustSimulatorRoot ?? environment["LEDGER_TRUST_SIMULATOR_ROOT"], logger: logger)
         let secrets = try options.secretSealer()
@@ -176,6 +177,17 @@ public struct ServeOptions: ParsableArguments, Sendable {
     }
 
     /// A whole number of seconds from an environment variable, nil when it is not set.
+    /// `LEDGER_HEALTH_READING_SECONDS`: how long one reading of the database answers `/health`
+    /// probes, 0 (every probe reads) to 60.
+    static func readingKept(in environment: [String: String]) throws -> Duration? {
+        let name = "LEDGER_HEALTH_READING_SECONDS"
+        guard let text = environment[name] else { return nil }
+        guard let seconds = Int(text), (0...60).contains(seconds) else {
+            throw CommandFailure(message: "\(name) '\(text)' is not a whole number of seconds from 0 to 60")
+        }
+        return .seconds(seconds)
+    }
+
     static func seconds(_ name: String, in environment: [String: String]) throws -> Duration? {
         guard let text = environment[name] else { return nil }
         guard let seconds = Int(text), (1...86_400).contains(seconds) else {

@@ -6,11 +6,13 @@ import LedgerStore
 import Logging
 import PostgresNIO
 
-/// Measures `ledger.append` against a plain INSERT of the same rows, in the same run and database.
+/// Measures `ledger.append` against plain INSERTs of the same rows, in the same run and database.
 ///
-/// The baseline table has the same columns and a primary key, nothing else: what the log costs
-/// beyond it (deduplication, expected versions, the hash chain, the gap guard, notifications) is
-/// the ratio this reports.
+/// Two baselines: a table with the same columns and a primary key, nothing else; and one with the
+/// same indexes as `ledger.events` (copied from it, so they stay the same as migrations change
+/// them). What the indexes cost reads from the second against the first; what the log costs beyond
+/// them (deduplication, expected versions, the hash chain, the gap guard, the client's commit
+/// confirmation and notifications) from the ledger against the second.
 public struct AppendBenchmark: Sendable {
     public struct Options: Sendable {
         public var concurrency: Int
@@ -41,8 +43,12 @@ public struct AppendBenchmark: Sendable {
 
     public struct Result: Sendable {
         public let ledger: Measurement
+        /// The raw INSERT into a table with a primary key only.
         public let baseline: Measurement
+        /// The raw INSERT into a table indexed as `ledger.events` is.
+        public let indexed: Measurement
         public var ratio: Double { ledger.eventsPerSecond / baseline.eventsPerSecond }
+        public var indexedRatio: Double { ledger.eventsPerSecond / indexed.eventsPerSecond }
     }
 
     let client: DatabasePool
@@ -82,9 +88,12 @@ public struct AppendBenchmark: Sendable {
             }
         }
         let baseline = try await measure(work, cpu: cpu) { _ in
-            { batch in try await self.insertBaseline(batch) }
+            { batch in try await self.insertBaseline(batch, into: "raw_events") }
         }
-        return Result(ledger: ledger, baseline: baseline)
+        let indexed = try await measure(work, cpu: cpu) { _ in
+            { batch in try await self.insertBaseline(batch, into: "raw_events_indexed") }
+        }
+        return Result(ledger: ledger, baseline: baseline, indexed: indexed)
     }
 
     // MARK: Workload
@@ -188,6 +197,7 @@ public struct AppendBenchmark: Sendable {
                         )
                         _ = try await store.append([event], to: StreamID("bench-warm-up/\(writer)"), expecting: .any)
                         try await client.query("SELECT 1 FROM ledger_bench.raw_events LIMIT 1", logger: logger)
+                        try await client.query("SELECT 1 FROM ledger_bench.raw_events_indexed LIMIT 1", logger: logger)
                     }
                 }
             }
@@ -199,29 +209,46 @@ public struct AppendBenchmark: Sendable {
 
     private func prepareBaseline() async throws {
         try await client.query("CREATE SCHEMA IF NOT EXISTS ledger_bench", logger: logger)
-        try await client.query("DROP TABLE IF EXISTS ledger_bench.raw_events", logger: logger)
+        try await client.query("DROP TABLE IF EXISTS ledger_bench.raw_events, ledger_bench.raw_events_indexed", logger: logger)
+        try await client.query("DROP SEQUENCE IF EXISTS ledger_bench.raw_positions, ledger_bench.raw_versions", logger: logger)
         try await client.query(
             """
             CREATE TABLE ledger_bench.raw_events (
-                position bigserial PRIMARY KEY, stream_id text, stream_version bigint, event_id uuid,
+                position bigserial PRIMARY KEY, stream_id text, stream_version bigint DEFAULT 1, event_id uuid,
                 event_type text, data jsonb, metadata jsonb, recorded_at timestamptz DEFAULT now(),
                 dedup_key text, transaction_id xid8 DEFAULT pg_current_xact_id(), hash bytea
             )
             """,
             logger: logger
         )
-    }
-
-    /// The baseline stores a 32-byte hash too, so both tables hold the same bytes per row.
-    private func insertBaseline(_ batch: Batch) async throws {
-        let streams = Array(repeating: "bench/\(batch.stream)", count: batch.rows.count)
-        let versions = (0..<batch.rows.count).map(Int64.init)
+        // Every index of ledger.events (unique and expression ones alike), its columns and
+        // defaults; versions from a sequence, so (stream_id, stream_version) stays unique.
+        try await client.query("CREATE SEQUENCE ledger_bench.raw_positions", logger: logger)
+        try await client.query("CREATE SEQUENCE ledger_bench.raw_versions", logger: logger)
+        try await client.query(
+            "CREATE TABLE ledger_bench.raw_events_indexed (LIKE ledger.events INCLUDING DEFAULTS INCLUDING INDEXES)", logger: logger
+        )
         try await client.query(
             """
-            INSERT INTO ledger_bench.raw_events (stream_id, stream_version, event_id, event_type, data, metadata, dedup_key, hash)
-            SELECT s, v, i, 'PurchaseRecorded.v1', d::jsonb, m::jsonb, k, decode(repeat('ab', 32), 'hex')
-            FROM unnest(\(streams), \(versions), \(batch.rows.map(\.eventID)), \(batch.rows.map(\.data)),
-                        \(batch.rows.map(\.metadata)), \(batch.rows.map(\.key))) AS u(s, v, i, d, m, k)
+            ALTER TABLE ledger_bench.raw_events_indexed
+                ALTER "position" SET DEFAULT nextval('ledger_bench.raw_positions'),
+                ALTER stream_version SET DEFAULT nextval('ledger_bench.raw_versions'),
+                ALTER recorded_at SET DEFAULT now(),
+                ALTER transaction_id SET DEFAULT pg_current_xact_id()
+            """,
+            logger: logger
+        )
+    }
+
+    /// The baselines store a 32-byte hash too, so every table holds the same bytes per row.
+    private func insertBaseline(_ batch: Batch, into table: String) async throws {
+        let streams = Array(repeating: "bench/\(batch.stream)", count: batch.rows.count)
+        try await client.query(
+            """
+            INSERT INTO ledger_bench.\(unescaped: table) (stream_id, event_id, event_type, data, metadata, dedup_key, hash)
+            SELECT s, i, 'PurchaseRecorded.v1', d::jsonb, m::jsonb, k, decode(repeat('ab', 32), 'hex')
+            FROM unnest(\(streams), \(batch.rows.map(\.eventID)), \(batch.rows.map(\.data)),
+                        \(batch.rows.map(\.metadata)), \(batch.rows.map(\.key))) AS u(s, i, d, m, k)
             """,
             logger: logger
         )

@@ -16,11 +16,17 @@ public struct LedgerHealth: Sendable {
         /// An app whose notifications were last checked against Apple's history longer ago than
         /// this is named (a warning: it does not degrade the ledger).
         public var syncStale: Duration
+        /// How long one reading of the database answers the probes that follow it (see
+        /// `RecentHealth`); zero reads it for every probe. Whether the database answers at all is
+        /// asked of the database monitor on every probe, whatever this says.
+        public var readingKept: Duration
 
-        public init(stall: Duration = .seconds(30), longTransaction: Duration = .seconds(30), syncStale: Duration = .seconds(1_800)) {
+        public init(stall: Duration = .seconds(30), longTransaction: Duration = .seconds(30), syncStale: Duration = .seconds(1_800),
+                    readingKept: Duration = .seconds(1)) {
             self.stall = stall
             self.longTransaction = longTransaction
             self.syncStale = syncStale
+            self.readingKept = readingKept
         }
     }
 

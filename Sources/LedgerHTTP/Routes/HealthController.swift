@@ -5,7 +5,9 @@ import LedgerDomain
 
 /// `GET /health`: no auth; whether the database answers, how far the log has come, where each
 /// projection stands, and what (if anything) holds the ledger back. Constant time however long the
-/// log (see `LedgerHealth`).
+/// log (see `LedgerHealth`); one reading of the database serves the probes of the following second
+/// (`LedgerHealth.Thresholds.readingKept`), while whether the database answers is asked of the
+/// database monitor, in memory, on every probe.
 ///
 /// 200 `ok`; 503 `degraded` when a projection failed, when one is stalled (behind the log with a
 /// checkpoint that has not moved for the stall threshold), or when a transaction has held the
@@ -59,7 +61,7 @@ public struct HealthController: Sendable {
     let availability: any DatabaseAvailability
 
     public init(check: any HealthCheck, thresholds: LedgerHealth.Thresholds = .init(), availability: any DatabaseAvailability) {
-        self.check = check
+        self.check = RecentHealth(check, maximumAge: thresholds.readingKept)
         self.thresholds = thresholds
         self.availability = availability
     }

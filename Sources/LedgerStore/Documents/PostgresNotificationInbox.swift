@@ -51,14 +51,16 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
     ) async throws -> [AppStoreNotificationReceived] {
         guard !originals.isEmpty || !tokens.isEmpty else { return [] }
         let stream = try StreamID.notifications(app: bundleID)
+        // The stream's events under these keys (`ledger.notification_stream_keys`, written by
+        // ledger.append for the notifications streams: migration 0027).
+        let keys = originals.map { "original:\($0)" } + tokens.map { "token:\($0.lowercased())" }
         let rows = try await client.query(
             """
-            SELECT data::text FROM ledger.events
-            WHERE stream_id LIKE 'notifications/%' AND stream_id = \(stream.rawValue)
-              AND (COALESCE(data -> 'transaction' ->> 'originalTransactionId', data -> 'renewalInfo' ->> 'originalTransactionId') = ANY(\(originals))
-                   OR lower(data -> 'transaction' ->> 'appAccountToken') = ANY(\(tokens)))
-              AND data ->> 'environment' = \(environment.rawValue)
-            ORDER BY "position"
+            SELECT e.data::text FROM ledger.events e
+            WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
+                                   WHERE k.stream_id = \(stream.rawValue) AND k.key = ANY(\(keys)))
+              AND e.data ->> 'environment' = \(environment.rawValue)
+            ORDER BY e."position"
             """,
             logger: logger
         )
@@ -112,13 +114,13 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
     }
 
     /// CONSUMPTION_REQUESTs on users' streams since `recordedAfter` with no answer's key recorded
-    /// (`events_consumption_requests`, migration 0019, keeps this to the requests themselves).
+    /// (`ledger.consumption_request_events`, written by ledger.append: migration 0027).
     public func unansweredConsumptionRequests(recordedAfter: Date, limit: Int) async throws -> [ConsumptionRequestNotice] {
         let rows = try await client.query("""
             SELECT n.stream_id, n.data::text, n."position"
-            FROM ledger.events n
-            WHERE n.event_type = \(AppStoreNotificationReceived.typeName.stored) AND n.data ->> 'notificationType' = 'CONSUMPTION_REQUEST'
-              AND n.stream_id LIKE 'user/%' AND n.recorded_at > \(recordedAfter)
+            FROM ledger.consumption_request_events r
+            JOIN ledger.events n ON n."position" = r."position"
+            WHERE r.recorded_at > \(recordedAfter) AND r.stream_id LIKE 'user/%'
               AND NOT EXISTS (
                   SELECT 1 FROM ledger.events a
                   WHERE a.dedup_key = 'appstore/' || split_part(n.stream_id, '/', 2) || '/' || (n.data ->> 'environment')

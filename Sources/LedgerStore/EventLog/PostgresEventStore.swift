@@ -154,7 +154,7 @@ public struct PostgresEventStore: EventStore {
         }
         let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes, recordedAt: recordedAt)
         if result.appendedCount > 0 {
-            await notifier.committed(client: client, logger: logger)
+            notifier.committed(client: client, logger: logger)
         }
         return result
     }

@@ -243,6 +243,8 @@ struct APIHarness: Sendable {
                 ))
                 var configuration = serverConfiguration
                 configuration.api.readWaitTimeout = readWait
+                // Tests read /health right after what they change: each probe reads the database.
+                configuration.health.readingKept = .zero
                 // As `ledger serve --trust-simulator-root` does: the simulator's signatures are accepted.
                 configuration.api.signedPayloads = SignedPayloadVerifier(trustedRoots: [AppleRootCertificates.rootG3, authority.root])
                 // As `ledger serve` does: keys and projection positions kept in memory, true to the announcements.
