@@ -76,16 +76,21 @@ extension Bench {
 
             var loads: [(String, Load)] = []
             var fromMemory: [Double] = []
+            // /metrics answers on the API's listener only to the bearer of the metrics token.
+            let metricsToken = "bench-" + UUID().uuidString
             let runs = [
-                ("ledger serve, log at info (wrk)", "info", [String: String]()),
-                ("ledger serve, log at warning (wrk)", "warning", [:]),
-                ("ledger serve, nothing kept (wrk)", "info", ["LEDGER_ENTITLEMENT_CACHE_USERS": "0"]),
+                ("ledger serve, log at info (wrk)", "info", ["LEDGER_METRICS_TOKEN": metricsToken]),
+                ("ledger serve, log at warning (wrk)", "warning", ["LEDGER_METRICS_TOKEN": metricsToken]),
+                ("ledger serve, nothing kept (wrk)", "info", ["LEDGER_ENTITLEMENT_CACHE_USERS": "0", "LEDGER_METRICS_TOKEN": metricsToken]),
             ]
             for (index, (name, level, environment)) in runs.enumerated() {
                 let server = try await ChildServer.start(database: scratch, logLevel: level, log: folder.appendingPathComponent("serve-\(index).log"),
                                                          environment: environment)
                 do {
                     try await waitForProjections(server, app: app, token: token, head: head)
+                    // The leading server also writes the change feed over the whole seeded log at
+                    // its start: the reads are timed once it has, not against its catch-up.
+                    try await waitForChangeWriter(scratch, head: head, logger: logger)
                     let script = folder.appendingPathComponent("entitlements.lua")
                     try Self.wrkScript(app: app, users: users, token: token).write(to: script, atomically: true, encoding: .utf8)
                     let output = try await ExternalTool.run(wrk, [
@@ -93,7 +98,7 @@ extension Bench {
                     ], timeout: .seconds(duration + 60))
                     let load = try Self.parseWrk(output)
                     loads.append((name, load))
-                    fromMemory.append(try await Self.readsFromMemory(server) / load.requests)
+                    fromMemory.append(try await Self.readsFromMemory(server, token: metricsToken) / load.requests)
                 } catch {
                     server.stop()
                     throw error
@@ -149,10 +154,28 @@ extension Bench {
             throw CommandFailure(message: "the server's projections did not reach position \(head) within 300 s (last answer: \(last)); see \(server.log.path)")
         }
 
+        /// Waits until the change writer has written the feed up to `head`.
+        private func waitForChangeWriter(_ database: DatabaseRoles, head: Int64, logger: Logger) async throws {
+            let deadline = ContinuousClock.now + .seconds(600)
+            try await LedgerDatabase.withClient(database.runtime, maximumConnections: 1, logger: logger) { client in
+                while ContinuousClock.now < deadline {
+                    let rows = try await client.query("SELECT position FROM ledger.change_writer", logger: logger).collect()
+                    if let position = try rows.first?.decode(Int64.self), position >= head { return }
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                throw CommandFailure(message: "the change writer did not reach position \(head) within 600 s")
+            }
+        }
+
         /// How many entitlement reads the server answered from memory, from its /metrics.
-        static func readsFromMemory(_ server: ChildServer) async throws -> Double {
-            let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: "\(server.base)/metrics"), timeout: .seconds(10))
+        static func readsFromMemory(_ server: ChildServer, token: String) async throws -> Double {
+            var request = HTTPClientRequest(url: "\(server.base)/metrics")
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
             let text = String(buffer: try await response.body.collect(upTo: 16 << 20))
+            guard response.status == .ok else {
+                throw CommandFailure(message: "the server's /metrics answered \(response.status.code): \(text.prefix(300))")
+            }
             let prefix = #"ledger_entitlement_cache_reads_total{result="hit"} "#
             let line = text.split(separator: "\n").first { $0.hasPrefix(prefix) }
             return line.flatMap { Double($0.dropFirst(prefix.count)) } ?? 0
