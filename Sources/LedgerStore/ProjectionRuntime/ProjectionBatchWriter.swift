@@ -444,27 +444,11 @@ struct ProjectionBatchWriter: Sendable {
             out += index == 0 ? "[" : ",["
             for (column, value) in row.enumerated() {
                 if column > 0 { out += "," }
-                guard let value else {
+                if let value {
+                    LedgerJSON.appendQuoted(value, to: &out)
+                } else {
                     out += "null"
-                    continue
                 }
-                out += "\""
-                for scalar in value.unicodeScalars {
-                    switch scalar {
-                    case "\"": out += "\\\""
-                    case "\\": out += "\\\\"
-                    case "\n": out += "\\n"
-                    case "\r": out += "\\r"
-                    case "\t": out += "\\t"
-                    default:
-                        if scalar.value < 0x20 {
-                            out += String(format: "\\u%04x", scalar.value)
-                        } else {
-                            out.unicodeScalars.append(scalar)
-                        }
-                    }
-                }
-                out += "\""
             }
             out += "]"
         }
