@@ -79,7 +79,7 @@ public struct PostgresLedger: Sendable {
         }
         origins = backfill.map { OriginBackfills(backfill: $0, logger: logger) }
         recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
-        let intake = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: registry, logger: logger)
+        let intake = TakeInNotification(handler: handler, inbox: inbox, directory: registry, logger: logger)
         notifications = intake
         waitingNotifications = WaitingNotifications(intake: intake, logger: logger)
         let server = history as? any AppStoreServer

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 import LedgerTesting
 @testable import LedgerStore

@@ -1,4 +1,5 @@
 import LedgerTesting
+import LedgerApplication
 import LedgerDomain
 @testable import LedgerStore
 import PostgresNIO

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerApplication
 import LedgerDomain
 @testable import LedgerStore
 import LedgerTesting

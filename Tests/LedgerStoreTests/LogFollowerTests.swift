@@ -1,5 +1,6 @@
 import LedgerTesting
 import Foundation
+import LedgerApplication
 import LedgerDomain
 @testable import LedgerStore
 import PostgresNIO

@@ -87,16 +87,19 @@ struct UserCommandHandlerTests {
         }
     }
 
-    @Test("a key another user recorded after the lookup is refused by the append itself: nothing of the post is recorded")
+    @Test("a key another user recorded refuses the append itself: nothing of the post is recorded, and its document is not kept")
     func ownedByAnotherUserAtTheAppend() async throws {
         try await TestDatabase.withDatabase { client, _ in
             let handler = try await handler(client)
             let first = try await postReceipt(handler, user: "alice", [TestTransaction.coins("600")])
             let events = try await Self.eventCount(client)
-            // othersChecked: the lookup is skipped, as when alice's post lands between it and the append;
-            // the post, a new transaction and alice's transaction go to one append.
+            let documents = try await Self.documentCount(client)
+            // No lookup precedes the append: the post, a new transaction and alice's transaction go to one append.
+            let document = AppStoreDocument(app: Self.app, receiptHash: String(repeating: "ab", count: 32), receiptData: "mallory's receipt",
+                                            answerHash: String(repeating: "cd", count: 32), environment: "sandbox", status: 0,
+                                            answeredAt: Date(), answer: Data("{}".utf8))
             let error = try await #require(throws: CommandError.self) {
-                _ = try await handler.execute(app: Self.app, user: "mallory", othersChecked: true) { state, _ in
+                _ = try await handler.execute(app: Self.app, user: "mallory", keeping: document) { state, _ in
                     let decision = try TestReceipts.observe([TestTransaction.coins("601"), TestTransaction.coins("600")], app: Self.app, on: state)
                     return (decision.events, ())
                 }
@@ -104,8 +107,26 @@ struct UserCommandHandlerTests {
             #expect(error.code == .ownedByAnotherUser)
             #expect(error.position == first.append?.position)
             #expect(try await Self.eventCount(client) == events, "nothing appended, not even the new transaction")
+            #expect(try await Self.documentCount(client) == documents, "the refused post's receipt and answer are not kept")
             #expect(try await handler.reader.state(app: Self.app, user: "mallory").version == 0)
+
+            // The same document with an append that is not refused is kept with it.
+            let kept = try await handler.execute(app: Self.app, user: "mallory", keeping: document) { state, _ in
+                (try TestReceipts.observe([TestTransaction.coins("601")], app: Self.app, on: state).events, ())
+            }
+            #expect(kept.append?.appendedCount ?? 0 > 0)
+            #expect(try await Self.documentCount(client) == documents + 2)
         }
+    }
+
+    /// Receipts and answers kept.
+    static func documentCount(_ client: DatabasePool) async throws -> Int64 {
+        for try await count in try await client.query(
+            "SELECT (SELECT count(*) FROM ledger.receipts) + (SELECT count(*) FROM ledger.receipt_answers)", logger: TestDatabase.logger
+        ).decode(Int64.self) {
+            return count
+        }
+        return -1
     }
 
     static func eventCount(_ client: DatabasePool) async throws -> Int64 {

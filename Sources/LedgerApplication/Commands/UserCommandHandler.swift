@@ -47,27 +47,22 @@ public struct UserCommandHandler: Sendable {
     /// appended and the outcome is the earlier run's: the stream as it stood after it, and the
     /// value `decide` gives on the stream as it stood before it.
     ///
-    /// Before appending, the events' deduplication keys are looked up, and keys another user's
-    /// stream holds refuse the command (a transaction belongs to the first user who posted it).
-    /// A caller that has already left such transactions out (`transactionsHeldElsewhere`) passes
-    /// `othersChecked: true` to save the lookup. A key another stream records between the lookup
-    /// and the append is refused by the append itself (`StoreError.keyHeldByAnotherStream`), which
-    /// then records nothing: either way a refused command has recorded nothing.
+    /// A transaction belongs to the first user who posted it: an append meeting a deduplication
+    /// key another user's stream holds records nothing and refuses the command
+    /// (`StoreError.keyHeldByAnotherStream`, answered as `CommandError.ownedByAnotherUser`). The
+    /// store checks that in the append itself, so no lookup precedes it.
     ///
-    /// `beforeAppend` runs once, after the first decision that has events to append passed the
-    /// lookup and before its append: work that must precede the append (keeping the receipt the
-    /// facts name) and is not wanted when the command is refused before it.
+    /// `keeping` is the document (what Apple sent) the events name: kept by the append that
+    /// records them, both or neither, so a refused command keeps nothing.
     public func execute<Value: Sendable>(
         app bundleID: String,
         user userID: String,
         metadata: [String: String] = [:],
-        othersChecked: Bool = false,
         commandKey: DeduplicationKey? = nil,
-        beforeAppend: (() async throws -> Void)? = nil,
+        keeping document: AppStoreDocument? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> Outcome<Value> {
         let stream = try StreamID.user(app: bundleID, user: userID)
-        var beforeAppend = beforeAppend
         var attempt = 0
         while true {
             attempt += 1
@@ -86,23 +81,17 @@ public struct UserCommandHandler: Sendable {
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
             }
-            if !othersChecked { try await refuseTransactionsOfOtherUsers(events, stream: stream) }
             let keyed = commandKey.flatMap { key in events.firstIndex { $0.deduplicationKey == nil }.map { ($0, key) } }
             if let (index, key) = keyed { events[index] = PendingEvent(events[index].event, deduplicationKey: key) }
             let newEvents = try events.map { try NewEvent(pending: $0, metadata: metadata) }
-            if let prepare = beforeAppend {
-                beforeAppend = nil
-                try await prepare()
-            }
             do {
                 let result: AppendResult
                 do {
                     result = try await store.append(
-                        newEvents, to: stream, expecting: state.version == 0 ? .noStream : .exactly(state.version)
+                        newEvents, to: stream, expecting: state.version == 0 ? .noStream : .exactly(state.version), keeping: document
                     )
                 } catch let error as StoreError where error.code == .keyHeldByAnotherStream {
-                    // Another stream recorded one of the keys between our check and our append:
-                    // the append recorded nothing.
+                    // Another stream holds one of the keys: the append recorded nothing.
                     throw Self.refusal(error.heldElsewhere, commandKey: keyed?.1)
                 }
                 if let (index, _) = keyed, case .duplicate(let earlier) = result.outcomes[index] {
@@ -210,13 +199,6 @@ public struct UserCommandHandler: Sendable {
             if let id = keys[key] { elsewhere[id] = reference.position }
         }
         return elsewhere
-    }
-
-    /// A transaction belongs to the first user of the app who posted it.
-    private func refuseTransactionsOfOtherUsers(_ events: [PendingEvent], stream: StreamID) async throws {
-        let found = try await store.recorded(events.compactMap(\.deduplicationKey))
-        let foreign = found.filter { $0.value.streamID != stream.rawValue }
-        if !foreign.isEmpty { throw Self.refusal(foreign, commandKey: nil) }
     }
 
     /// The command's refusal when another stream holds some of its keys: its idempotency key

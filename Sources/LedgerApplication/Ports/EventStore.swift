@@ -5,7 +5,12 @@ public protocol EventStore: Sendable {
     /// Appends `events` to `stream` atomically, skipping those whose deduplication key the stream
     /// has already recorded. Throws `StoreError.wrongExpectedVersion` when the stream moved on, and
     /// `StoreError.keyHeldByAnotherStream` (recording nothing) when another stream holds a key.
-    func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult
+    ///
+    /// With a `document`, what Apple sent that the events name is kept in the same transaction
+    /// (as `DocumentArchive.keep` keeps it: once, never changed): both or neither, so a refused
+    /// append keeps nothing and no fact names a document that is not kept.
+    func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion, keeping document: AppStoreDocument?)
+        async throws -> AppendResult
 
     /// The stream's events from `version` on, in version order.
     func readStream(_ stream: StreamID, fromVersion version: Int64, limit: Int) async throws -> [RecordedEvent]
@@ -23,6 +28,11 @@ public protocol EventStore: Sendable {
 }
 
 extension EventStore {
+    /// Appends `events`, keeping no document with them.
+    public func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
+        try await append(events, to: stream, expecting: expected, keeping: nil)
+    }
+
     /// One stream after another, for stores that cannot read them together.
     public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
         var read: [String: [RecordedEvent]] = [:]

@@ -8,16 +8,16 @@ import Logging
 ///
 /// It judges nothing: each transaction the user's stream has not seen, or has seen with other
 /// fields, becomes a fact (`UserDecisions.observeReceipt`), and the answer says what the fold makes
-/// of the facts now. The document is kept before any fact that names it is appended, and only
-/// then: a post refused before its append keeps nothing.
+/// of the facts now. The document is kept by the append of the facts that name it (or on its own
+/// when there are none): a refused post keeps nothing.
 ///
 /// A transaction belongs to the first user of the app who posts it. Transactions another user
 /// holds are left out and listed in `notRecorded` (a transaction is held elsewhere when its own id
 /// is, or its original's: a renewal, upgrade or restore of another user's purchase is theirs too).
 /// Any other fact of the post keyed by what another user recorded first refuses the post
-/// (`CommandError.ownedByAnotherUser`) before anything is kept. When another user's post of one
-/// of them lands between the lookup and the append, the append records nothing and the post is
-/// decided again. Notifications that waited for these transactions' user (`NotificationInbox`)
+/// (`CommandError.ownedByAnotherUser`): its append records and keeps nothing. When another user's
+/// post of a transaction lands between the lookup and the append, the append records nothing and
+/// the post is decided again. Notifications that waited for these transactions' user (`NotificationInbox`)
 /// are copied to the user's stream in the same append.
 public struct RecordAppStoreFacts: Sendable {
     /// What recording an answer did.
@@ -96,7 +96,6 @@ public struct RecordAppStoreFacts: Sendable {
         let app = post.app
         // An answer the log could not hold is refused before anything of it is kept.
         try answer.checkRecordable(app: app)
-        let keep = { try await archive.keep(document) }
         let fields = answer.transactions.map(AppStoreFields.init)
         let claimed = Array(Set(fields.flatMap { [$0.transactionId, $0.originalTransactionId].compactMap { $0 } }))
         let originals = Array(Set(fields.compactMap { $0.originalTransactionId ?? $0.transactionId }))
@@ -122,7 +121,7 @@ public struct RecordAppStoreFacts: Sendable {
                 .compactMap { $0.originalTransactionId ?? $0.transactionId })
             let waiting = try await waitingLookup.filter { !theirs.contains($0.originalTransactionId ?? "") }
             do {
-                outcome = try await handler.execute(app: app, user: post.userId, metadata: post.metadata, beforeAppend: keep) { [elsewhere] state, _ in
+                outcome = try await handler.execute(app: app, user: post.userId, metadata: post.metadata, keeping: document) { [elsewhere] state, _ in
                     let decision = try UserDecisions.observeReceipt(
                         answer, app: app, deviceId: post.deviceId, price: post.price, currency: post.currency,
                         excluding: Set(elsewhere.keys), digest: ContentHash.sha256Hex, on: state

@@ -37,17 +37,15 @@ public struct TakeInNotification: Sendable {
 
     let handler: UserCommandHandler
     let store: any EventStore
-    let archive: any DocumentArchive
     let inbox: any NotificationInbox
     let directory: any AppDirectory
     let logger: Logger
 
     public init(
-        handler: UserCommandHandler, archive: any DocumentArchive, inbox: any NotificationInbox, directory: any AppDirectory, logger: Logger
+        handler: UserCommandHandler, inbox: any NotificationInbox, directory: any AppDirectory, logger: Logger
     ) {
         self.handler = handler
         self.store = handler.store
-        self.archive = archive
         self.inbox = inbox
         self.directory = directory
         self.logger = logger
@@ -73,9 +71,8 @@ public struct TakeInNotification: Sendable {
         // A user of the app holding its transaction shows the app is registered; with none, it must be.
         guard try await directory.isRegistered(app) else { throw NotificationIntakeError.unknownApp(app) }
         // Nobody holds it yet: it waits, in the log, for its user (or, about nobody, is the app's).
-        try await archive.keep(document)
         let event = try NewEvent(notification, metadata: metadata, deduplicationKey: key)
-        let result = try await store.append([event], to: try StreamID.notifications(app: app), expecting: .any)
+        let result = try await store.append([event], to: try StreamID.notifications(app: app), expecting: .any, keeping: document)
         switch result.outcomes.first {
         case .appended(let position, _):
             let recorded = [RecordedFact(PendingEvent(.appStoreNotificationReceived(notification)), position: position)]
@@ -111,9 +108,7 @@ public struct TakeInNotification: Sendable {
         _ notification: AppStoreNotificationReceived, for user: String, app: String, document: AppStoreDocument?,
         metadata: [String: String], applied: Bool = false
     ) async throws -> Outcome {
-        let outcome = try await handler.execute(app: app, user: user, metadata: metadata, beforeAppend: {
-            if let document { try await archive.keep(document) }
-        }) { state, _ in
+        let outcome = try await handler.execute(app: app, user: user, metadata: metadata, keeping: document) { state, _ in
             guard !state.facts.notifications.contains(where: { $0.uuid == notification.notificationUUID }) else { return ([], ()) }
             let events = try UserDecisions.observeNotification(notification, app: app, applied: applied, digest: ContentHash.sha256Hex, on: state)
             return (events, ())

@@ -6,9 +6,8 @@ import PostgresNIO
 /// `DocumentArchive` in PostgreSQL: every receipt a device posted and every answer the App Store gave, as they were sent
 /// (`ledger.receipts`, `ledger.receipt_answers`, append-only, content-addressed).
 ///
-/// Written before the facts drawn from them are appended, so a fact never names a document that
-/// is not kept; a crash in between leaves a document no fact names yet, which the same post
-/// later simply reuses.
+/// Written by the statement that appends the facts drawn from them, or on their own for a post
+/// that appends nothing: a fact never names a document that is not kept.
 public struct PostgresDocumentArchive: DocumentArchive, Sendable {
     /// A kept answer, for support and for fixes that re-read fields.
     public struct KeptAnswer: Sendable, Hashable {
@@ -29,25 +28,15 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
 
     /// Stores the receipt and the answer unless they are already kept. One statement: both or neither.
     ///
+    /// For a document kept apart from an append (a post that records nothing new); a post that
+    /// appends keeps its document in the append's own statement (`EventStore.append(_:to:expecting:keeping:)`).
     /// Its commit does not wait for the disk (`synchronous_commit` off for this transaction only):
-    /// the facts that name the documents are appended afterwards, and the log is flushed in order,
-    /// so once an append that names them is durable, so are they. A crash before that append loses
-    /// at most documents no fact names, which the same post keeps again.
+    /// the log is flushed in order, so once a later append is durable, so is this.
     public func keep(_ document: AppStoreDocument) async throws {
-        let answer = String(decoding: document.answer, as: UTF8.self)
         try await client.query(
             """
-            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)),
-            receipt AS (
-                INSERT INTO ledger.receipts (receipt_hash, app, receipt_data)
-                VALUES (\(document.receiptHash), \(document.app), \(document.receiptData))
-                ON CONFLICT (receipt_hash) DO NOTHING
-            )
-            INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer)
-            SELECT \(document.answerHash), \(document.receiptHash), \(document.environment), \(document.status),
-                   \(document.answeredAt), \(answer)
-            FROM unflushed
-            ON CONFLICT (answer_hash) DO NOTHING
+            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), \(keeping: document)
+            SELECT 1 FROM unflushed
             """,
             logger: logger
         )
@@ -76,5 +65,33 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
         )
         for try await data in rows.decode(String.self) { return data }
         return nil
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// The common table expressions that keep a document unless it is kept already (the receipt
+    /// and the answer, content-addressed), for a statement's `WITH`: they run whether or not the
+    /// statement reads them, in its transaction.
+    mutating func appendInterpolation(keeping document: AppStoreDocument) {
+        appendLiteral("kept_receipt AS (INSERT INTO ledger.receipts (receipt_hash, app, receipt_data) VALUES (")
+        appendInterpolation(document.receiptHash)
+        appendLiteral(", ")
+        appendInterpolation(document.app)
+        appendLiteral(", ")
+        appendInterpolation(document.receiptData)
+        appendLiteral(") ON CONFLICT (receipt_hash) DO NOTHING), ")
+        appendLiteral("kept_answer AS (INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer) VALUES (")
+        appendInterpolation(document.answerHash)
+        appendLiteral(", ")
+        appendInterpolation(document.receiptHash)
+        appendLiteral(", ")
+        appendInterpolation(document.environment)
+        appendLiteral(", ")
+        appendInterpolation(document.status)
+        appendLiteral(", ")
+        appendInterpolation(document.answeredAt)
+        appendLiteral(", ")
+        appendInterpolation(String(decoding: document.answer, as: UTF8.self))
+        appendLiteral(") ON CONFLICT (answer_hash) DO NOTHING)")
     }
 }

@@ -27,12 +27,13 @@ public struct PostgresEventStore: EventStore {
     public func append(
         _ events: [NewEvent],
         to stream: StreamID,
-        expecting expected: ExpectedVersion
+        expecting expected: ExpectedVersion,
+        keeping document: AppStoreDocument?
     ) async throws -> AppendResult {
         let start = ContinuousClock.now
         defer { metrics.duration.record(duration: ContinuousClock.now - start) }
         do {
-            let result = try await appendRetrying(events, to: stream, expecting: expected)
+            let result = try await appendRetrying(events, to: stream, expecting: expected, keeping: document)
             metrics.record(result)
             return result
         } catch let error as StoreError where error.code == .wrongExpectedVersion {
@@ -45,7 +46,8 @@ public struct PostgresEventStore: EventStore {
     private func appendRetrying(
         _ events: [NewEvent],
         to stream: StreamID,
-        expecting expected: ExpectedVersion
+        expecting expected: ExpectedVersion,
+        keeping document: AppStoreDocument?
     ) async throws -> AppendResult {
         guard !events.isEmpty else { throw StoreError.invalidInput(LedgerInputError.emptyAppend.message) }
         var seenKeys = Set<DeduplicationKey>()
@@ -62,7 +64,7 @@ public struct PostgresEventStore: EventStore {
         while true {
             attempt += 1
             do {
-                return try await appendOnce(events, to: stream, expecting: expected, checkDuplicates: checkDuplicates)
+                return try await appendOnce(events, to: stream, expecting: expected, keeping: document, checkDuplicates: checkDuplicates)
             } catch let error as PSQLError {
                 switch (error.ledgerSQLState, error.serverInfo?[.constraintName]) {
                 case (.wrongExpectedVersion, _):
@@ -98,7 +100,8 @@ public struct PostgresEventStore: EventStore {
     }
 
     private func appendOnce(
-        _ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion, checkDuplicates: Bool
+        _ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion, keeping document: AppStoreDocument?,
+        checkDuplicates: Bool
     ) async throws -> AppendResult {
         let expectedVersion: Int64? = switch expected {
         case .any: nil
@@ -117,12 +120,25 @@ public struct PostgresEventStore: EventStore {
         // appends that were never recorded (two receipts per run of the twenty-crash test). The
         // statement after it on the same connection is answered only once the commit is done, so
         // the append counts as recorded only then (`query(_:thenConfirmCommit:)`).
-        let rows = try await client.query(
+        //
+        // A document the events name is kept by the same statement: a refused append (a key
+        // another stream holds, a stream that moved) keeps nothing, and one round trip does both.
+        let append: PostgresQuery = if let document {
+            """
+            WITH \(keeping: document)
+            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
+            FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
+                               array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
+            """
+        } else {
             """
             SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
             FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
                                array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
-            """,
+            """
+        }
+        let rows = try await client.query(
+            append,
             thenConfirmCommit: true,
             logger: logger
         ).collect()

@@ -12,13 +12,27 @@ public actor InMemoryEventStore: EventStore {
     /// Runs before each append is judged: a test can write in between, as a concurrent writer would.
     private var beforeAppend: (@Sendable (InMemoryEventStore) async throws -> Void)?
 
-    public init() {}
+    /// Where appends keep the documents their events name.
+    public nonisolated let archive: InMemoryDocumentArchive
+
+    public init(archive: InMemoryDocumentArchive = InMemoryDocumentArchive()) {
+        self.archive = archive
+    }
 
     public func setBeforeAppend(_ hook: (@Sendable (InMemoryEventStore) async throws -> Void)?) {
         beforeAppend = hook
     }
 
-    public func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
+    public func append(
+        _ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion, keeping document: AppStoreDocument?
+    ) async throws -> AppendResult {
+        let result = try await appendEvents(events, to: stream, expecting: expected)
+        // Kept only once the append is decided, as PostgreSQL keeps it in the append's transaction.
+        if let document { try await archive.keep(document) }
+        return result
+    }
+
+    private func appendEvents(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
         if let hook = beforeAppend {
             beforeAppend = nil
             try await hook(self)

@@ -30,7 +30,7 @@ public struct InMemoryLedger: Sendable {
     public init(history: (any TransactionHistorySource)? = nil, logger: Logger = Logger(label: "ledger.memory")) {
         let store = InMemoryEventStore()
         let handler = UserCommandHandler(store: store, logger: logger)
-        let archive = InMemoryDocumentArchive()
+        let archive = store.archive
         let inbox = InMemoryNotificationInbox(store: store)
         let directory = InMemoryAppDirectory()
         self.store = store
@@ -45,7 +45,7 @@ public struct InMemoryLedger: Sendable {
         let origins = backfill.map { OriginBackfills(backfill: $0, logger: logger) }
         self.origins = origins
         recordFacts = RecordAppStoreFacts(handler: handler, archive: archive, inbox: inbox, origins: origins, logger: logger)
-        notifications = TakeInNotification(handler: handler, archive: archive, inbox: inbox, directory: directory, logger: logger)
+        notifications = TakeInNotification(handler: handler, inbox: inbox, directory: directory, logger: logger)
         waitingNotifications = WaitingNotifications(intake: notifications, logger: logger)
         consumptionRequests = ConsumptionRequests(reader: handler.reader, directory: directory)
         let server = history as? any AppStoreServer
