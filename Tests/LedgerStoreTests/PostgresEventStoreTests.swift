@@ -34,6 +34,31 @@ struct PostgresEventStoreTests {
         }
     }
 
+    @Test("streams read with keys looked up in one statement give what the two reads give apart")
+    func readStreamsLookingUpKeys() async throws {
+        try await TestDatabase.withDatabase { client, _ in
+            let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
+            let alice = try StreamID.user(app: "com.example.app", user: "alice")
+            let bob = try StreamID.user(app: "com.example.app", user: "bob")
+            _ = try await store.append([try .purchase("1"), try .purchase("2"), try .purchase("3")], to: alice, expecting: .noStream)
+            _ = try await store.append([try .purchase("4")], to: bob, expecting: .noStream)
+            let keys = try ["appstore/com.example.app/sandbox/payment/2", "appstore/com.example.app/sandbox/payment/4",
+                            "appstore/com.example.app/sandbox/payment/9"].map(DeduplicationKey.init(rawValue:))
+            let streams = [(stream: alice, afterVersion: Int64(1)), (stream: bob, afterVersion: Int64(0))]
+            let (events, found) = try await store.readStreams(streams, upToPosition: .max, lookingUp: keys)
+            let apart = try await store.readStreams(streams, upToPosition: .max)
+            #expect(events.mapValues { $0.map(\.eventID) } == apart.mapValues { $0.map(\.eventID) })
+            #expect(events[alice.rawValue]?.map(\.streamVersion) == [2, 3])
+            #expect(events[alice.rawValue]?.first?.data == apart[alice.rawValue]?.first?.data)
+            #expect(found == (try await store.recorded(keys)))
+            #expect(Set(found.keys.map(\.rawValue)) == ["appstore/com.example.app/sandbox/payment/2", "appstore/com.example.app/sandbox/payment/4"])
+            #expect(found[keys[1]]?.streamID == bob.rawValue)
+            // None of the keys recorded, or no key asked: the streams alone.
+            let none = try await store.readStreams(streams, upToPosition: .max, lookingUp: [keys[2]])
+            #expect(none.recorded.isEmpty && none.events.mapValues(\.count) == apart.mapValues(\.count))
+        }
+    }
+
     @Test("a wrong expected version is a conflict naming the stream, the expected and the actual version")
     func wrongExpectedVersion() async throws {
         try await TestDatabase.withDatabase { client, _ in

@@ -62,22 +62,40 @@ public struct UserCommandHandler: Sendable {
         keeping document: AppStoreDocument? = nil,
         _ decide: (UserLedger, ProductCatalog) throws -> (events: [PendingEvent], value: Value)
     ) async throws -> Outcome<Value> {
+        try await execute(app: bundleID, user: userID, metadata: metadata, commandKey: commandKey, keeping: document, lookingUp: []) { state, catalog, _ in
+            try decide(state, catalog)
+        }
+    }
+
+    /// As `execute(app:user:metadata:commandKey:keeping:_:)`, with where each of `keys` is
+    /// recorded (any stream's) read together with the stream, in the same statement, and handed
+    /// to `decide`: a post asks who holds its transactions without a round trip of its own.
+    public func execute<Value: Sendable>(
+        app bundleID: String,
+        user userID: String,
+        metadata: [String: String] = [:],
+        commandKey: DeduplicationKey? = nil,
+        keeping document: AppStoreDocument? = nil,
+        lookingUp keys: [DeduplicationKey],
+        _ decide: (UserLedger, ProductCatalog, [DeduplicationKey: AppendResult.EventReference]) throws -> (events: [PendingEvent], value: Value)
+    ) async throws -> Outcome<Value> {
         let stream = try StreamID.user(app: bundleID, user: userID)
         var attempt = 0
         while true {
             attempt += 1
             if let commandKey, let earlier = try await store.recorded([commandKey])[commandKey] {
                 let catalog = try await reader.catalog(app: bundleID)
-                return try await replay(earlier, of: stream, catalog: catalog, decide)
+                let found = try await store.recorded(keys)
+                return try await replay(earlier, of: stream, catalog: catalog) { state, catalog in try decide(state, catalog, found) }
             }
             // Decisions read transactions judged with the catalog's history. The state is taken
             // out of the kept folds and given back on the way out, as read or, after an append,
             // moved on by what was appended: either way a fold of the log. What the kept catalog
-            // and fold lack of the log is read in one statement.
-            let (catalog, taken) = try await reader.catalogAndState(app: bundleID, taking: stream)
+            // and fold lack of the log, and the keys looked up, are read in one statement.
+            let (catalog, taken, found) = try await reader.catalogAndState(app: bundleID, taking: stream, lookingUp: keys)
             var state = taken
             defer { reader.giveBack(state, of: stream) }
-            var (events, value) = try decide(state, catalog)
+            var (events, value) = try decide(state, catalog, found)
             guard !events.isEmpty else {
                 return Outcome(append: nil, events: [], state: state, catalog: catalog, value: value)
             }
@@ -96,7 +114,7 @@ public struct UserCommandHandler: Sendable {
                 }
                 if let (index, _) = keyed, case .duplicate(let earlier) = result.outcomes[index] {
                     // The same command's twin recorded it first.
-                    return try await replay(earlier, of: stream, catalog: catalog, decide)
+                    return try await replay(earlier, of: stream, catalog: catalog) { state, catalog in try decide(state, catalog, found) }
                 }
                 let appended = zip(newEvents, result.outcomes).compactMap { event, outcome in
                     if case .appended(let position, let version) = outcome { (event, position, version) } else { nil }
@@ -183,20 +201,26 @@ public struct UserCommandHandler: Sendable {
         return try await store.readStream(StreamID.user(app: app, user: user), fromVersion: version, limit: 1).first?.position ?? 0
     }
 
-    /// Which of these App Store transactions another stream of the app holds already (a
-    /// transaction belongs to the first user of the app who posted it), by any key it was claimed
-    /// under, old or new.
-    public func transactionsHeldElsewhere(
-        _ transactionIDs: [String], app bundleID: String, environment: StoreEnvironment, user userID: String
-    ) async throws -> [String: Int64] {
-        let stream = try StreamID.user(app: bundleID, user: userID)
+    /// The keys App Store transactions are claimed under, old and new, each with its transaction:
+    /// look them up (`execute(…lookingUp:…)`) to learn who holds the transactions
+    /// (`heldElsewhere`).
+    public static func claims(of transactionIDs: [String], app bundleID: String, environment: StoreEnvironment) -> [DeduplicationKey: String] {
         var keys: [DeduplicationKey: String] = [:]
         for id in transactionIDs {
             for key in DeduplicationKey.claimsOf(transactionID: id, app: bundleID, environment: environment) { keys[key] = id }
         }
+        return keys
+    }
+
+    /// Which of the claimed transactions another stream of the app holds already (a transaction
+    /// belongs to the first user of the app who posted it), where: from the claims' keys looked up.
+    public static func heldElsewhere(
+        _ claims: [DeduplicationKey: String], found: [DeduplicationKey: AppendResult.EventReference], app bundleID: String, user userID: String
+    ) throws -> [String: Int64] {
+        let stream = try StreamID.user(app: bundleID, user: userID)
         var elsewhere: [String: Int64] = [:]
-        for (key, reference) in try await store.recorded(Array(keys.keys)) where reference.streamID != stream.rawValue {
-            if let id = keys[key] { elsewhere[id] = reference.position }
+        for (key, reference) in found where reference.streamID != stream.rawValue {
+            if let id = claims[key] { elsewhere[id] = reference.position }
         }
         return elsewhere
     }

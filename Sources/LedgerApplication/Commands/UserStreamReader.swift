@@ -74,15 +74,19 @@ public struct UserStreamReader: Sendable {
     /// The app's catalog and the user's stream folded to its end, as `catalog(app:)` and then
     /// `takeState(of:catalog:)` give them (the state taken out of the kept folds), but with what
     /// both lack of the log read in one statement: a command's one read before it decides.
-    public func catalogAndState(app bundleID: String, taking stream: StreamID) async throws -> (catalog: ProductCatalog, state: UserLedger) {
+    ///
+    /// With `keys`, where each of them is recorded is read in the same statement.
+    public func catalogAndState(
+        app bundleID: String, taking stream: StreamID, lookingUp keys: [DeduplicationKey] = []
+    ) async throws -> (catalog: ProductCatalog, state: UserLedger, recorded: [DeduplicationKey: AppendResult.EventReference]) {
         guard let kept else {
             let catalog = try await catalog(app: bundleID)
-            return (catalog, try await takeState(of: stream, catalog: catalog))
+            return (catalog, try await takeState(of: stream, catalog: catalog), try await store.recorded(keys))
         }
         let catalogStream = try StreamID.catalog(app: bundleID)
         var folded = kept.catalog(bundleID) ?? KeptFolds.KeptCatalog(catalog: ProductCatalog(), version: 0, lastPosition: 0)
         let userVersion = kept.kept(user: stream.rawValue)?.version ?? 0
-        let read = try await store.readStreams([(catalogStream, folded.version), (stream, userVersion)], upToPosition: .max)
+        let (read, recorded) = try await store.readStreams([(catalogStream, folded.version), (stream, userVersion)], upToPosition: .max, lookingUp: keys)
         var catalog = folded.catalog
         for event in read[catalogStream.rawValue] ?? [] {
             try catalog.apply(event)
@@ -93,7 +97,7 @@ public struct UserStreamReader: Sendable {
         // the fold reads the stream itself.
         let tail = Tail(afterVersion: userVersion, events: read[stream.rawValue] ?? [])
         let state = try await fold(of: stream, upToPosition: .max, catalog: folded.catalog, keeping: false, tail: tail, tailRead: true)
-        return (folded.catalog, state)
+        return (folded.catalog, state, recorded)
     }
 
     /// Keeps a state taken with `takeState` again.

@@ -25,9 +25,22 @@ public protocol EventStore: Sendable {
     /// The events of several streams after the given versions, none past log `position`, by
     /// stream id, each stream's in version order (streams with none are absent).
     func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]]
+
+    /// `readStreams(_:upToPosition:)` and `recorded(_:)` at once: what a command reads before it
+    /// decides, in one statement where the store can.
+    func readStreams(
+        _ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64, lookingUp keys: [DeduplicationKey]
+    ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference])
 }
 
 extension EventStore {
+    /// One read after the other, for stores that cannot read both at once.
+    public func readStreams(
+        _ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64, lookingUp keys: [DeduplicationKey]
+    ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference]) {
+        (try await readStreams(streams, upToPosition: position), try await recorded(keys))
+    }
+
     /// Appends `events`, keeping no document with them.
     public func append(_ events: [NewEvent], to stream: StreamID, expecting expected: ExpectedVersion) async throws -> AppendResult {
         try await append(events, to: stream, expecting: expected, keeping: nil)

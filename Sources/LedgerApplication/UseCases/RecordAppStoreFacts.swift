@@ -41,6 +41,12 @@ public struct RecordAppStoreFacts: Sendable {
         public let position: Int64
     }
 
+    /// What a decision on the post found: the transactions it repeats, and those another user holds.
+    struct Decided: Sendable {
+        let duplicates: [Duplicate]
+        let elsewhere: [String: Int64]
+    }
+
     /// Who posted and what came with the answer besides Apple's fields.
     public struct Post: Sendable {
         public let app: String
@@ -100,28 +106,28 @@ public struct RecordAppStoreFacts: Sendable {
         let claimed = Array(Set(fields.flatMap { [$0.transactionId, $0.originalTransactionId].compactMap { $0 } }))
         let originals = Array(Set(fields.compactMap { $0.originalTransactionId ?? $0.transactionId }))
         let tokens = Array(Set(fields.compactMap { $0["appAccountToken"].flatMap(AppAccountToken.normalized) }))
+        let claims = UserCommandHandler.claims(of: claimed, app: app, environment: answer.environment)
         var attempt = 0
-        var elsewhere: [String: Int64]
-        var outcome: UserCommandHandler.Outcome<[Duplicate]>
+        var outcome: UserCommandHandler.Outcome<Decided>
         while true {
             attempt += 1
-            // Both lookups at once: the post waits for one round trip, not two.
-            async let heldLookup = handler.transactionsHeldElsewhere(claimed, app: app, environment: answer.environment, user: post.userId)
-            async let waitingLookup = inbox.waiting(app: app, environment: answer.environment, originals: originals, tokens: tokens)
-            let held = try await heldLookup
-            elsewhere = [:]
-            for transaction in fields {
-                guard let id = transaction.transactionId else { continue }
-                if let position = held[id] ?? transaction.originalTransactionId.flatMap({ held[$0] }) {
-                    elsewhere[id] = position
-                }
-            }
-            // What waits for a transaction another user holds is theirs, not this user's.
-            let theirs = Set(fields.filter { $0.transactionId.map { elsewhere[$0] != nil } ?? false }
-                .compactMap { $0.originalTransactionId ?? $0.transactionId })
-            let waiting = try await waitingLookup.filter { !theirs.contains($0.originalTransactionId ?? "") }
+            let waiting = try await inbox.waiting(app: app, environment: answer.environment, originals: originals, tokens: tokens)
             do {
-                outcome = try await handler.execute(app: app, user: post.userId, metadata: post.metadata, keeping: document) { [elsewhere] state, _ in
+                // Who holds the post's transactions is read with the user's stream, in one statement.
+                outcome = try await handler.execute(
+                    app: app, user: post.userId, metadata: post.metadata, keeping: document, lookingUp: Array(claims.keys)
+                ) { state, _, found in
+                    let held = try UserCommandHandler.heldElsewhere(claims, found: found, app: app, user: post.userId)
+                    var elsewhere: [String: Int64] = [:]
+                    for transaction in fields {
+                        guard let id = transaction.transactionId else { continue }
+                        if let position = held[id] ?? transaction.originalTransactionId.flatMap({ held[$0] }) {
+                            elsewhere[id] = position
+                        }
+                    }
+                    // What waits for a transaction another user holds is theirs, not this user's.
+                    let theirs = Set(fields.filter { $0.transactionId.map { elsewhere[$0] != nil } ?? false }
+                        .compactMap { $0.originalTransactionId ?? $0.transactionId })
                     let decision = try UserDecisions.observeReceipt(
                         answer, app: app, deviceId: post.deviceId, price: post.price, currency: post.currency,
                         excluding: Set(elsewhere.keys), digest: ContentHash.sha256Hex, on: state
@@ -131,17 +137,19 @@ public struct RecordAppStoreFacts: Sendable {
                     // A notification found by its token alone is this user's only when the app's
                     // server bound the token to them: a client chooses its own token.
                     let mine = waiting.filter { notification in
-                        notification.originalTransactionId.map(originals.contains) == true
-                            || notification.appAccountToken.flatMap(AppAccountToken.normalized).map(state.boundTokens.contains) == true
+                        !theirs.contains(notification.originalTransactionId ?? "")
+                            && (notification.originalTransactionId.map(originals.contains) == true
+                                || notification.appAccountToken.flatMap(AppAccountToken.normalized).map(state.boundTokens.contains) == true)
                     }
                     let applied = try Self.applyWaiting(mine, app: app, after: decision.events, on: state)
-                    return (decision.events + applied, duplicates)
+                    return (decision.events + applied, Decided(duplicates: duplicates, elsewhere: elsewhere))
                 }
                 break
             } catch let error as CommandError where error.code == .ownedByAnotherUser && attempt < 3 {
                 logger.debug("another user recorded a transaction of the receipt meanwhile; deciding again")
             }
         }
+        let elsewhere = outcome.value.elsewhere
 
         if outcome.append == nil {
             // Nothing new to record: the receipt and the answer are kept all the same (the same ones
@@ -149,7 +157,7 @@ public struct RecordAppStoreFacts: Sendable {
             try await archive.keep(document)
         }
         var recorded: [RecordedFact] = []
-        var duplicates = outcome.value
+        var duplicates = outcome.value.duplicates
         if let append = outcome.append {
             for (event, result) in zip(outcome.events, append.outcomes) {
                 switch result {

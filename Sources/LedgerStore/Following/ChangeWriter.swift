@@ -152,14 +152,18 @@ public struct ChangeWriter: Sendable {
                     }
                     due = StandingChange.nextDeadline(before, catalog: catalog, after: deadline)
                 }
-                let after = try await reader.state(of: stream, upToPosition: event.position, catalog: catalog,
-                                                   tail: .init(afterVersion: event.streamVersion - 1, events: [event]))
                 let fact: UserEvent
                 do {
                     fact = try UserEvent(type: event.type, data: event.data)
                 } catch {
                     throw ProjectionFailure(message: "cannot read event at position \(event.position) (\(event.type)): \(error)", position: event.position)
                 }
+                // `before` is the stream up to the version before this event: the fact read once
+                // moves it on, as a fold of the stream would, and the fold kept is moved on with it.
+                var after = before
+                after.gather(fact, version: event.streamVersion, context: .init(position: event.position, recordedAt: event.recordedAt))
+                after.classify(by: catalog)
+                reader.giveBack(after, of: stream)
                 if let change = StandingChange.after(fact, before: before, after: after, catalog: catalog, at: event.recordedAt) {
                     batch.rows.append((app, user, ChangeRecord(app: app, userId: user, position: event.position, seq: seq,
                                                                recordedAt: event.recordedAt, change: change)))
