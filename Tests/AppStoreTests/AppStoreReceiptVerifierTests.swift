@@ -1,5 +1,6 @@
 @testable import AppStore
 import Foundation
+import NIOCore
 import LedgerDomain
 import LedgerTesting
 import Testing
@@ -14,6 +15,18 @@ import Testing
     static let sandboxAnswer = validAnswer.replacingOccurrences(of: #""environment":"Production""#, with: #""environment":"Sandbox""#)
 
     let request = ReceiptVerificationRequest(receiptData: "bXktcmVjZWlwdA==", sharedSecret: SharedSecret("s3cr3t-value"), excludeOldTransactions: true)
+
+    @Test("the request body is JSON that reads back to what was given, whatever the characters; without a secret or the flag, neither key")
+    func requestBodyReadsBack() throws {
+        let odd = ReceiptVerificationRequest(receiptData: "ab+/=\"\\\n\u{1}é", sharedSecret: SharedSecret("q\"uote\\\t"), excludeOldTransactions: true)
+        let body = AppStoreReceiptVerifier.requestBody(odd)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any])
+        #expect(object["receipt-data"] as? String == "ab+/=\"\\\n\u{1}é")
+        #expect(object["password"] as? String == "q\"uote\\\t")
+        #expect(object["exclude-old-transactions"] as? Bool == true)
+        let plain = AppStoreReceiptVerifier.requestBody(ReceiptVerificationRequest(receiptData: "abc"))
+        #expect(String(buffer: plain) == #"{"receipt-data":"abc"}"#)
+    }
 
     @Test func validReceiptIsParsedAndTheRequestCarriesTheProtocolKeys() async throws {
         let store = CannedAppStore([.production: [.json(Self.validAnswer)]])
