@@ -10,6 +10,19 @@ import Testing
         try JSONDecoder().decode(SignedFields.self, from: Data(json.utf8)).values
     }
 
+    @Test("a compact JWS splits at its dots, found among its bytes: every part kept, empty ones too, whatever else the text holds")
+    func jwsParts() {
+        #expect(SignedPayloadVerifier.parts(of: "aGVhZGVy.cGF5bG9hZA.c2ln") == ["aGVhZGVy", "cGF5bG9hZA", "c2ln"])
+        #expect(SignedPayloadVerifier.parts(of: "..") == ["", "", ""])
+        #expect(SignedPayloadVerifier.parts(of: "") == [""])
+        #expect(SignedPayloadVerifier.parts(of: "a.b") == ["a", "b"])
+        #expect(SignedPayloadVerifier.parts(of: "é.\u{301}x.🇫🇷.") == ["é", "\u{301}x", "🇫🇷", ""])
+        let jws = "eyJhbGciOiJFUzI1NiJ9.eyJhIjoxfQ.c2lnbmF0dXJl"
+        let parts = SignedPayloadVerifier.parts(of: jws)
+        // What is signed: the text up to the end of the second part.
+        #expect(String(jws[..<parts[1].endIndex]) == "eyJhbGciOiJFUzI1NiJ9.eyJhIjoxfQ")
+    }
+
     @Test("a list of objects is kept whole as canonical JSON; objects flatten under their key")
     func listsOfObjects() throws {
         let values = try Self.fields("""

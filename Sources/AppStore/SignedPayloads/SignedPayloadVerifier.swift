@@ -57,7 +57,7 @@ public struct SignedPayloadVerifier: Sendable {
     public func verify<Payload: AppStoreSignedPayload>(
         _ jws: String, as type: Payload.Type, bundleId: String?, environment: StoreEnvironment?
     ) async throws(SignedPayloadError) -> Payload {
-        let parts = jws.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = Self.parts(of: jws)
         guard parts.count == 3 else { throw .malformed("a compact JWS has three dot-separated parts; this has \(parts.count)") }
         guard let headerData = Base64URL.decode(parts[0]), let payloadData = Base64URL.decode(parts[1]),
               let signatureData = Base64URL.decode(parts[2])
@@ -108,7 +108,7 @@ public struct SignedPayloadVerifier: Sendable {
         }
         guard let key = try? P256.Signing.PublicKey(x963Representation: keyBytes),
               let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureData),
-              key.isValidSignature(signature, for: Data("\(parts[0]).\(parts[1])".utf8))
+              key.isValidSignature(signature, for: Data(jws.utf8[..<parts[1].endIndex]))
         else { throw .badSignature }
 
         if let bundleId, payload.payloadBundleId != bundleId { throw .wrongBundle(expected: bundleId, found: payload.payloadBundleId) }
@@ -116,6 +116,25 @@ public struct SignedPayloadVerifier: Sendable {
             throw .wrongEnvironment(expected: environment.responseValue, found: payload.payloadEnvironment)
         }
         return payload
+    }
+
+    /// The dot-separated parts of a compact JWS, found among its bytes: splitting it as
+    /// characters walked the whole text (three certificates) grapheme by grapheme, 9% of the
+    /// server's CPU per notification.
+    static func parts(of jws: String) -> [Substring] {
+        let bytes = jws.utf8
+        var parts: [Substring] = []
+        var start = bytes.startIndex
+        var index = start
+        while index < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: ".") {
+                parts.append(jws[start..<index])
+                start = bytes.index(after: index)
+            }
+            index = bytes.index(after: index)
+        }
+        parts.append(jws[start..<bytes.endIndex])
+        return parts
     }
 
     /// The leaf, signed by the intermediate, signed by a configured root, all valid as of `date`,
