@@ -22,30 +22,6 @@ struct PreparedStatementsTests {
         }
     }
 
-    @Test("arrays go in as PostgreSQL's array text: every element comes back as it went in, in order, none read as NULL or split")
-    func arraysRoundTrip() async throws {
-        try await TestDatabase.withDatabase { client, _ in
-            let echo = PreparedStatements.Statement(
-                name: "ledger_test_texts", sql: "SELECT t, t IS NULL, o FROM unnest($1) WITH ORDINALITY AS u(t, o) ORDER BY o", types: ["text[]"]
-            )
-            let values = ["plain", "NULL", "null", "", " spaced ", "a,b", "{braces}", "\"quoted\"", "back\\slash\\", "it's",
-                          "{\"json\":\"v\\\"w\",\"n\":[1,2]}", "ünïcødé ✓", "\n\t"]
-            let rows = try await client.query(prepared: echo, [PreparedStatements.arrayText(values)], logger: Self.logger).collect()
-            let texts = try rows.map { try $0.decode((String?, Bool, Int64).self) }
-            #expect(texts.map(\.0) == values)
-            #expect(texts.allSatisfy { !$0.1 })
-            let empty = try await client.query(prepared: echo, [PreparedStatements.arrayText([String]())], logger: Self.logger).collect()
-            #expect(empty.isEmpty)
-
-            let numbers = PreparedStatements.Statement(
-                name: "ledger_test_numbers", sql: "SELECT n FROM unnest($1) WITH ORDINALITY AS u(n, o) ORDER BY o", types: ["bigint[]"]
-            )
-            let given: [Int64] = [Int64.max, 1, -5, 0, Int64.min]
-            let read = try await client.query(prepared: numbers, [PreparedStatements.arrayText(given)], logger: Self.logger)
-            #expect(try read.collect().map { try $0.decode(Int64.self) } == given)
-        }
-    }
-
     @Test("a statement whose table changed its columns is prepared again; a closed connection's statements are forgotten")
     func preparedAgain() async throws {
         try await TestDatabase.withDatabase { client, settings in

@@ -20,9 +20,14 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         let claims = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
         let keys = (notificationKey.map { [$0.rawValue] } ?? []) + claims
         guard !keys.isEmpty else { return NotificationLookup() }
-        let rows = try await client.query(prepared: PostgresEventStore.byKeys, [PreparedStatements.arrayText(keys)], logger: logger)
+        let rows = try await client.query(
+            """
+            SELECT dedup_key, event_id, stream_id, stream_version, "position" FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position"
+            """,
+            logger: logger
+        )
         var holder: String?
-        for try await (key, id, position, stream, version) in rows.decode((String, UUID, Int64, String, Int64).self) {
+        for try await (key, id, stream, version, position) in rows.decode((String, UUID, String, Int64, Int64).self) {
             if key == notificationKey?.rawValue {
                 return NotificationLookup(earlier: .init(eventID: id, position: position, streamID: stream, streamVersion: version))
             }
@@ -39,20 +44,6 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         return nil
     }
 
-    /// The notifications of a notifications stream ($1) under any of these keys ($2, text[]) from
-    /// one environment ($3), in log order. Prepared: every post of a receipt or transaction asks.
-    static let waitingUnder = PreparedStatements.Statement(
-        name: "ledger_waiting_notifications",
-        sql: """
-            SELECT e.data::text FROM ledger.events e
-            WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
-                                   WHERE k.stream_id = $1 AND k.key = ANY($2))
-              AND e.data ->> 'environment' = $3
-            ORDER BY e."position"
-            """,
-        types: ["text", "text[]", "text"]
-    )
-
     /// The notifications waiting on the app's notifications stream for any of these original
     /// transactions or tokens, in the order they came.
     public func waiting(
@@ -64,7 +55,14 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         // ledger.append for the notifications streams: migration 0027).
         let keys = originals.map { "original:\($0)" } + tokens.map { "token:\($0.lowercased())" }
         let rows = try await client.query(
-            prepared: Self.waitingUnder, [stream.rawValue, PreparedStatements.arrayText(keys), environment.rawValue], logger: logger
+            """
+            SELECT e.data::text FROM ledger.events e
+            WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
+                                   WHERE k.stream_id = \(stream.rawValue) AND k.key = ANY(\(keys)))
+              AND e.data ->> 'environment' = \(environment.rawValue)
+            ORDER BY e."position"
+            """,
+            logger: logger
         )
         var found: [AppStoreNotificationReceived] = []
         for try await data in rows.decode(String.self) {

@@ -196,24 +196,19 @@ public struct PostgresEventStore: EventStore {
     /// Where each of these keys is recorded, for the keys that are.
     public func recorded(_ keys: [DeduplicationKey]) async throws -> [DeduplicationKey: AppendResult.EventReference] {
         guard !keys.isEmpty else { return [:] }
-        let rows = try await client.query(prepared: Self.byKeys, [PreparedStatements.arrayText(keys.map(\.rawValue))], logger: logger)
+        let rows = try await client.query(
+            """
+            SELECT dedup_key, event_id, "position", stream_id, stream_version FROM ledger.events
+            WHERE dedup_key = ANY(\(keys.map(\.rawValue)))
+            """,
+            logger: logger
+        )
         var found: [DeduplicationKey: AppendResult.EventReference] = [:]
         for try await (key, id, position, stream, version) in rows.decode((String, UUID, Int64, String, Int64).self) {
             found[try DeduplicationKey(rawValue: key)] = .init(eventID: id, position: position, streamID: stream, streamVersion: version)
         }
         return found
     }
-
-    /// The events recorded under any of these deduplication keys ($1, text[]), in log order: key,
-    /// event id, position, stream, version. Prepared: every post looks its keys up.
-    static let byKeys = PreparedStatements.Statement(
-        name: "ledger_events_by_key",
-        sql: """
-            SELECT dedup_key, event_id, "position", stream_id, stream_version FROM ledger.events
-            WHERE dedup_key = ANY($1) ORDER BY "position"
-            """,
-        types: ["text[]"]
-    )
 
     /// The stream's current version (0 when it has no event).
     public func currentVersion(of stream: StreamID) async throws -> Int64 {
@@ -243,8 +238,10 @@ public struct PostgresEventStore: EventStore {
     public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
         guard !streams.isEmpty else { return [:] }
         let events = try await Self.decode(client.query(
-            prepared: Self.streamsAfter,
-            [PreparedStatements.arrayText(streams.map(\.stream.rawValue)), PreparedStatements.arrayText(streams.map(\.afterVersion)), String(position)],
+            """
+            SELECT e.* FROM \(streamsAfter: streams, upToPosition: position)
+            ORDER BY e.stream_id, e.stream_version
+            """,
             logger: logger
         ))
         return Dictionary(grouping: events, by: \.streamID)
@@ -255,10 +252,15 @@ public struct PostgresEventStore: EventStore {
     ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference]) {
         guard !keys.isEmpty else { return (try await readStreams(streams, upToPosition: position), [:]) }
         guard !streams.isEmpty else { return ([:], try await recorded(keys)) }
+        // Part 1: the events recorded under the keys, their data and metadata left out.
         let rows = try await client.query(
-            prepared: Self.streamsAfterAndKeys,
-            [PreparedStatements.arrayText(streams.map(\.stream.rawValue)), PreparedStatements.arrayText(streams.map(\.afterVersion)), String(position),
-             PreparedStatements.arrayText(keys.map(\.rawValue))],
+            """
+            SELECT 0 AS part, e.* FROM \(streamsAfter: streams, upToPosition: position)
+            UNION ALL
+            SELECT 1, "position", stream_id, stream_version, event_id, event_type, NULL, NULL, recorded_at, dedup_key
+            FROM ledger.events WHERE dedup_key = ANY(\(keys.map(\.rawValue)))
+            ORDER BY part, stream_id, stream_version
+            """,
             logger: logger
         )
         var events: [String: [RecordedEvent]] = [:]
@@ -277,45 +279,6 @@ public struct PostgresEventStore: EventStore {
         }
         return (events, found)
     }
-
-    /// `streamsAfter` ($1–$3) and, with part 1, the events recorded under any of the keys $4
-    /// (text[]; their data and metadata left out): a command's read before it decides.
-    static let streamsAfterAndKeys = PreparedStatements.Statement(
-        name: "ledger_streams_after_and_keys",
-        sql: """
-            SELECT 0 AS part, e.* FROM unnest($1::text[], $2::bigint[]) AS wanted(wanted_stream, after_version)
-            CROSS JOIN LATERAL (
-                SELECT \(columns) FROM ledger.events
-                WHERE stream_id = wanted.wanted_stream AND stream_version > wanted.after_version AND "position" <= $3
-                ORDER BY stream_version
-            ) e
-            UNION ALL
-            SELECT 1, "position", stream_id, stream_version, event_id, event_type, NULL, NULL, recorded_at, dedup_key
-            FROM ledger.events WHERE dedup_key = ANY($4::text[])
-            ORDER BY part, stream_id, stream_version
-            """,
-        types: ["text[]", "bigint[]", "bigint", "text[]"]
-    )
-
-    /// The events of several streams ($1, text[]) after their versions ($2, bigint[]), none past
-    /// position $3. Prepared: every command reads its streams so.
-    ///
-    /// One index range per stream (LATERAL, kept apart by its ORDER BY): as a plain join, a log of
-    /// few long streams made PostgreSQL hash the whole table for every read (12 ms against 0.5 ms
-    /// at 30,000 events). The plan PostgreSQL keeps for any arguments is the same.
-    static let streamsAfter = PreparedStatements.Statement(
-        name: "ledger_streams_after",
-        sql: """
-            SELECT e.* FROM unnest($1::text[], $2::bigint[]) AS wanted(wanted_stream, after_version)
-            CROSS JOIN LATERAL (
-                SELECT \(columns) FROM ledger.events
-                WHERE stream_id = wanted.wanted_stream AND stream_version > wanted.after_version AND "position" <= $3
-                ORDER BY stream_version
-            ) e
-            ORDER BY e.stream_id, e.stream_version
-            """,
-        types: ["text[]", "bigint[]", "bigint"]
-    )
 
     public func readAll(after position: Int64, stream: StreamID? = nil, limit: Int = 1_000) async throws -> [RecordedEvent] {
         // Only rows of transactions older than every append still running in this database
@@ -382,5 +345,26 @@ public struct PostgresEventStore: EventStore {
             ))
         }
         return events
+    }
+}
+
+extension PostgresQuery.StringInterpolation {
+    /// For a `FROM`: the events of several streams after their versions, none past `position`, as `e`.
+    ///
+    /// One index range per stream (LATERAL, kept apart by its ORDER BY): as a plain join, a log of
+    /// few long streams made PostgreSQL hash the whole table for every read (12 ms against 0.5 ms
+    /// at 30,000 events). Planned for each read, not prepared: a plan PostgreSQL keeps for any
+    /// arguments is made once, and one made while the log was small scans the whole table for as
+    /// long as the connection lives (seen with a prepared lookup of keys in `bench http`).
+    mutating func appendInterpolation(streamsAfter streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) {
+        appendLiteral("unnest(")
+        appendInterpolation(streams.map(\.stream.rawValue))
+        appendLiteral("::text[], ")
+        appendInterpolation(streams.map(\.afterVersion))
+        appendLiteral("::bigint[]) AS wanted(wanted_stream, after_version) CROSS JOIN LATERAL (SELECT ")
+        appendLiteral(PostgresEventStore.columns)
+        appendLiteral(" FROM ledger.events WHERE stream_id = wanted.wanted_stream AND stream_version > wanted.after_version AND \"position\" <= ")
+        appendInterpolation(position)
+        appendLiteral(" ORDER BY stream_version) e")
     }
 }

@@ -14,26 +14,12 @@ import Synchronization
 /// no bound parameters, so the arguments go in as quoted literals (`literal(_:)`). A
 /// connection's statements are forgotten when it closes.
 final class PreparedStatements: Sendable {
-    /// A statement to prepare: a name for it (unique among the ledger's), its SQL with $1…, and
-    /// the type of each argument as PREPARE names it. Arguments are given as text that the type
-    /// reads (an array as `arrayText`), quoted as literals.
+    /// A statement to prepare: a name for it (unique among the ledger's), its SQL with $1… for
+    /// text arguments, and how many it takes.
     struct Statement: Sendable {
         let name: String
         let sql: String
-        let types: [String]
-
-        var arguments: Int { types.count }
-
-        /// A statement whose arguments are all text.
-        init(name: String, sql: String, arguments: Int) {
-            self.init(name: name, sql: sql, types: Array(repeating: "text", count: arguments))
-        }
-
-        init(name: String, sql: String, types: [String]) {
-            self.name = name
-            self.sql = sql
-            self.types = types
-        }
+        let arguments: Int
     }
 
     private struct Key: Hashable {
@@ -66,7 +52,7 @@ final class PreparedStatements: Sendable {
 
     private func prepare(_ statement: Statement, _ key: Key, on connection: PostgresConnection, logger: Logger) async throws {
         guard !prepared.withLock({ $0.contains(key) }) else { return }
-        let types = statement.types.joined(separator: ", ")
+        let types = Array(repeating: "text", count: statement.arguments).joined(separator: ", ")
         _ = try await connection.allRows(PostgresQuery(unsafeSQL: "PREPARE \(statement.name) (\(types)) AS \(statement.sql)"), logger: logger)
         let first = prepared.withLock { known in
             let first = !known.contains { $0.connection == key.connection }
@@ -93,29 +79,6 @@ final class PreparedStatements: Sendable {
             }
         }
         return escaped + "'"
-    }
-
-    /// An array of text as PostgreSQL's array input reads it: each element in double quotes,
-    /// its backslashes and double quotes escaped (so `NULL`, braces, commas and spaces are text).
-    static func arrayText(_ elements: some Sequence<String>) -> String {
-        var text = "{"
-        var first = true
-        for element in elements {
-            if !first { text += "," }
-            first = false
-            text += "\""
-            for scalar in element.unicodeScalars {
-                if scalar == "\\" || scalar == "\"" { text += "\\" }
-                text.unicodeScalars.append(scalar)
-            }
-            text += "\""
-        }
-        return text + "}"
-    }
-
-    /// An array of integers as PostgreSQL's array input reads it.
-    static func arrayText(_ elements: some Sequence<Int64>) -> String {
-        "{" + elements.map(String.init).joined(separator: ",") + "}"
     }
 
     /// How many statements are prepared on open connections (for tests).
