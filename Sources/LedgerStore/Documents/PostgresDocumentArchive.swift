@@ -35,8 +35,8 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
     public func keep(_ document: AppStoreDocument) async throws {
         try await client.query(
             """
-            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), \(keeping: document)
-            SELECT 1 FROM unflushed
+            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), \(keeping: document, after: "unflushed")
+            SELECT 1
             """,
             logger: logger
         )
@@ -70,17 +70,20 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
 
 extension PostgresQuery.StringInterpolation {
     /// The common table expressions that keep a document unless it is kept already (the receipt
-    /// and the answer, content-addressed), for a statement's `WITH`: they run whether or not the
-    /// statement reads them, in its transaction.
-    mutating func appendInterpolation(keeping document: AppStoreDocument) {
-        appendLiteral("kept_receipt AS (INSERT INTO ledger.receipts (receipt_hash, app, receipt_data) VALUES (")
+    /// and the answer, content-addressed), for a statement's `WITH`. They run once `source` (a
+    /// common table expression of the same statement) has given a row, and not without one: an
+    /// append's rows, so that `ledger.append` is the transaction's first write whatever order
+    /// PostgreSQL runs the parts of a statement in.
+    mutating func appendInterpolation(keeping document: AppStoreDocument, after source: String) {
+        let after = " FROM (SELECT FROM \(source) LIMIT 1) AS after"
+        appendLiteral("kept_receipt AS (INSERT INTO ledger.receipts (receipt_hash, app, receipt_data) SELECT ")
         appendInterpolation(document.receiptHash)
         appendLiteral(", ")
         appendInterpolation(document.app)
         appendLiteral(", ")
         appendInterpolation(document.receiptData)
-        appendLiteral(") ON CONFLICT (receipt_hash) DO NOTHING), ")
-        appendLiteral("kept_answer AS (INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer) VALUES (")
+        appendLiteral(after + " ON CONFLICT (receipt_hash) DO NOTHING), ")
+        appendLiteral("kept_answer AS (INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer) SELECT ")
         appendInterpolation(document.answerHash)
         appendLiteral(", ")
         appendInterpolation(document.receiptHash)
@@ -92,6 +95,6 @@ extension PostgresQuery.StringInterpolation {
         appendInterpolation(document.answeredAt)
         appendLiteral(", ")
         appendInterpolation(String(decoding: document.answer, as: UTF8.self))
-        appendLiteral(") ON CONFLICT (answer_hash) DO NOTHING)")
+        appendLiteral(after + " ON CONFLICT (answer_hash) DO NOTHING)")
     }
 }

@@ -125,10 +125,12 @@ public struct PostgresEventStore: EventStore {
         // another stream holds, a stream that moved) keeps nothing, and one round trip does both.
         let append: PostgresQuery = if let document {
             """
-            WITH \(keeping: document)
-            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
-            FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
-                               array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
+            WITH appended AS (
+                SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
+                FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
+                                   array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
+            ), \(keeping: document, after: "appended")
+            SELECT * FROM appended
             """
         } else {
             """
