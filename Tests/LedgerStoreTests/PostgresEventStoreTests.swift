@@ -34,9 +34,12 @@ struct PostgresEventStoreTests {
         }
     }
 
-    @Test("streams read with keys looked up in one statement give what the two reads give apart")
-    func readStreamsLookingUpKeys() async throws {
+    @Test("streams read with keys looked up in one statement give what the two reads give apart, planned per call or prepared",
+          arguments: [false, true])
+    func readStreamsLookingUpKeys(prepared: Bool) async throws {
         try await TestDatabase.withDatabase { client, _ in
+            // A log this small is read by statements planned per call, unless told otherwise.
+            if prepared { client.logReach.prepare(from: 0) }
             let store = PostgresEventStore(client: client, logger: TestDatabase.logger)
             let alice = try StreamID.user(app: "com.example.app", user: "alice")
             let bob = try StreamID.user(app: "com.example.app", user: "bob")
@@ -56,6 +59,12 @@ struct PostgresEventStoreTests {
             // None of the keys recorded, or no key asked: the streams alone.
             let none = try await store.readStreams(streams, upToPosition: .max, lookingUp: [keys[2]])
             #expect(none.recorded.isEmpty && none.events.mapValues(\.count) == apart.mapValues(\.count))
+            // Up to a position, and more keys than the largest prepared bucket holds (read unprepared).
+            let early = try await store.readStreams(streams, upToPosition: found[keys[0]]!.position, lookingUp: keys)
+            #expect(early.events[alice.rawValue]?.map(\.streamVersion) == [2] && early.events[bob.rawValue] == nil)
+            let many = keys + (0..<40).map { try! DeduplicationKey(rawValue: "appstore/com.example.app/sandbox/payment/x\($0)") }
+            #expect(try await store.readStreams(streams, upToPosition: .max, lookingUp: many).recorded == found)
+            #expect((client.preparedStatements.count > 0) == prepared)
         }
     }
 

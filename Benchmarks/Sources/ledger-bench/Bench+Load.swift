@@ -21,7 +21,7 @@ extension Bench {
             commandName: "http",
             abstract: "Load the HTTP API on loopback: receipts ingested/s, entitlement reads/s and App Store notifications/s, against `bench append`.",
             discussion: """
-                Runs the ledger's server and the App Store simulator in this process (with --apart, as child processes: `ledger serve` and `ledger appstore-sim`), on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (the post and the transaction observed: one append of two events, after the receipt and the App Store's answer are kept). Then --reads entitlement reads of those users. Then, for each timed user, a REFUND notification (App Store Server Notifications V2, signed by a test authority this ledger trusts, as the simulator signs its own) posted from --workers concurrent senders: each is verified (chain, ES256, bundle, environment) and records the notification and the refunded transaction's new fields. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger-bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s. Last, the CPU time each process used per request in each phase (per event for the appends), read from /proc: this process, the child processes with --apart, and PostgreSQL (every process named postgres on this machine), and how many cores were busy.
+                Runs the ledger's server and the App Store simulator in this process (with --apart, as child processes: `ledger serve` and `ledger appstore-sim`), on free loopback ports, over a scratch database <database>_httpbench (created afresh, dropped afterwards). Before timing, each of --receipts test users buys a consumable in the simulator, so that every timed POST of a receipt is verified by the simulator and records something new (the post and the transaction observed: one append of two events, after the receipt and the App Store's answer are kept). Before that, --history events of other users (a ledger in service: the log's size decides how PostgreSQL plans the hottest lookups), and nothing is timed before the projections and the change feed have caught up with them. Then --reads entitlement reads of those users. Then, for each timed user, a REFUND notification (App Store Server Notifications V2, signed by a test authority this ledger trusts, as the simulator signs its own) posted from --workers concurrent senders: each is verified (chain, ES256, bundle, environment) and records the notification and the refunded transaction's new fields. --workers requests in flight, each worker on its own keep-alive connection. Finally `ledger-bench append` at the same concurrency, batch 1, in a scratch database <database>_bench, and the ratio of receipts/s to appends/s. Last, the CPU time each process used per request in each phase (per event for the appends), read from /proc: this process, the child processes with --apart, and PostgreSQL (every process named postgres on this machine), and how many cores were busy.
                 """
         )
 
@@ -30,6 +30,8 @@ extension Bench {
         @Option(help: "Entitlement reads.") var reads = 20_000
         @Option(help: "Requests in flight.") var workers = 16
         @Option(help: "Events for the append baseline.") var appendEvents = 20_000
+        @Option(help: "Events of other users (`ledger-bench seed`'s) written before anything is timed: a ledger in service, not a new one (0 for an empty log).")
+        var history = 20_000
         @Option(help: "Where the test users buy: sandbox (each receipt refused by production first, 21007, then verified by the sandbox, as Apple does) or production (one verification).")
         var environment: BenchEnvironment = .sandbox
         @Flag(help: "Run the ledger's server (`ledger serve`) and the App Store simulator (`ledger appstore-sim`) as processes of their own, the load in this one, so that the CPU each uses per request is told apart (in-process, one figure covers all three).")
@@ -44,6 +46,16 @@ extension Bench {
             let roles = try await options.databaseRoles(logger: logger)
             let scratch = try await roles.recreate(database: roles.runtime.database + "_httpbench", logger: logger)
             Output.error("bench http: scratch database \(scratch.runtime.database); \(receipts) \(environment.rawValue) receipts, \(reads) reads, \(workers) workers")
+            if history > 0 {
+                Output.error("bench http: writing a history of \(history) events for 1,000 other users (not timed)")
+                try await scratch.prepareSchema(logger: logger)
+                let history = self.history
+                _ = try await LedgerDatabase.withClient(scratch.runtime, maximumConnections: 20, logger: logger) { client in
+                    try await HistorySeeder(ledger: PostgresLedger(client: client, logger: logger), logger: logger).run(
+                        .init(apps: 3, users: 1_000, events: history, concurrency: 16, seed: 42)
+                    ) { _ in }
+                }
+            }
 
             var configuration = HTTPClient.Configuration()
             configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = workers + 4

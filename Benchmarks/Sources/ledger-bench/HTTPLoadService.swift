@@ -11,6 +11,7 @@ import LedgerStore
 import LedgerTesting
 import Logging
 import NIOHTTP1
+import PostgresNIO
 import ServiceLifecycle
 
 /// Prepares receipts in the simulator, then times receipt ingestion and entitlement reads on the
@@ -33,6 +34,28 @@ struct HTTPLoadService: Service {
     let signer: SimulatorSignedPayloads
     let logger: Logger
     let results = LoadResults()
+
+    /// Waits until the projections and the change feed have followed the log to its head (a
+    /// history written before the run), so that their catching up is not timed with the requests.
+    func followersCaughtUp() async throws {
+        let started = ContinuousClock.now
+        try await LedgerDatabase.withClient(settings, maximumConnections: 1, logger: logger) { client in
+            while true {
+                let rows = try await client.query("""
+                    SELECT (SELECT coalesce(max("position"), 0) FROM ledger.events)
+                         - least((SELECT coalesce(min("position"), 0) FROM ledger.projections WHERE status = 'live'),
+                                 (SELECT coalesce(max("position"), 0) FROM ledger.change_writer))
+                    """, logger: logger)
+                var behind: Int64 = 0
+                for try await lag in rows.decode(Int64.self) { behind = lag }
+                if behind <= 0 { return }
+                guard started.duration(to: .now) < .seconds(300) else {
+                    throw CommandFailure(message: "the projections or the change feed are still \(behind) events behind the log after 5 minutes; nothing was timed")
+                }
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
 
     func run() async throws {
         let simulator = "http://127.0.0.1:\(try await simulatorPort.value("the App Store simulator"))"
@@ -84,6 +107,7 @@ struct HTTPLoadService: Service {
         }
 
         _ = try await load.run(Array(ingests[..<warmUp]), workers: workers, expect: 200)
+        try await followersCaughtUp()
         Output.error("bench http: ingesting \(receipts) receipts")
         let ingest = try await metered { try await load.run(Array(ingests[warmUp..<(warmUp + receipts)]), workers: workers, expect: 200) }
 

@@ -31,6 +31,9 @@ public final class DatabasePool: Service, Sendable {
     private let pools: Mutex<Pools>
     /// Statements prepared on the pool's connections (`query(prepared:_:)`).
     let preparedStatements = PreparedStatements()
+    /// How far the log reaches, as the stores using this pool have seen it: whether the hottest
+    /// lookups are prepared yet (see `LogReach`).
+    let logReach = LogReach()
 
     public init(configuration: PostgresClient.Configuration, backgroundLogger: Logger) {
         self.configuration = configuration

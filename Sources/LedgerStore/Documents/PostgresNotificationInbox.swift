@@ -20,12 +20,17 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         let claims = transactionIDs.flatMap { DeduplicationKey.claimsOf(transactionID: $0, app: bundleID, environment: environment) }.map(\.rawValue)
         let keys = (notificationKey.map { [$0.rawValue] } ?? []) + claims
         guard !keys.isEmpty else { return NotificationLookup() }
-        let rows = try await client.query(
-            """
-            SELECT dedup_key, event_id, stream_id, stream_version, "position" FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position"
-            """,
-            logger: logger
-        )
+        let rows: QueryRows
+        if client.logReach.prepares, let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.byKeys[bucket] {
+            rows = try await client.query(prepared: statement, PreparedStatements.padded(keys, to: bucket), logger: logger)
+        } else {
+            rows = try await client.query(
+                """
+                SELECT dedup_key, event_id, stream_id, stream_version, "position" FROM ledger.events WHERE dedup_key = ANY(\(keys)) ORDER BY "position"
+                """,
+                logger: logger
+            )
+        }
         var holder: String?
         for try await (key, id, stream, version, position) in rows.decode((String, UUID, String, Int64, Int64).self) {
             if key == notificationKey?.rawValue {
@@ -54,22 +59,60 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         // The stream's events under these keys (`ledger.notification_stream_keys`, written by
         // ledger.append for the notifications streams: migration 0027).
         let keys = originals.map { "original:\($0)" } + tokens.map { "token:\($0.lowercased())" }
-        let rows = try await client.query(
-            """
-            SELECT e.data::text FROM ledger.events e
-            WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
-                                   WHERE k.stream_id = \(stream.rawValue) AND k.key = ANY(\(keys)))
-              AND e.data ->> 'environment' = \(environment.rawValue)
-            ORDER BY e."position"
-            """,
-            logger: logger
-        )
+        let rows: QueryRows
+        if client.logReach.prepares, let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.waiting[bucket] {
+            rows = try await client.query(
+                prepared: statement, [stream.rawValue, environment.rawValue] + PreparedStatements.padded(keys, to: bucket), logger: logger
+            )
+        } else {
+            rows = try await client.query(
+                """
+                SELECT e.data::text FROM ledger.events e
+                WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
+                                       WHERE k.stream_id = \(stream.rawValue) AND k.key = ANY(\(keys)))
+                  AND e.data ->> 'environment' = \(environment.rawValue)
+                ORDER BY e."position"
+                """,
+                logger: logger
+            )
+        }
         var found: [AppStoreNotificationReceived] = []
         for try await data in rows.decode(String.self) {
             found.append(try LedgerJSON.decode(AppStoreNotificationReceived.self, from: data))
         }
         return found
     }
+
+    /// The events recorded under any of the keys $1… (a bucket of them: see
+    /// `PreparedStatements.keyBuckets`), in log order; prepared once the log is large enough
+    /// (`LogReach`), as every notification looks its keys up.
+    static let byKeys: [Int: PreparedStatements.Statement] = Dictionary(uniqueKeysWithValues: PreparedStatements.keyBuckets.map { bucket in
+        (bucket, PreparedStatements.Statement(
+            name: "ledger_events_by_keys_\(bucket)",
+            sql: """
+                SELECT dedup_key, event_id, stream_id, stream_version, "position" FROM ledger.events
+                WHERE dedup_key = ANY(ARRAY[\(PreparedStatements.placeholders(from: 1, count: bucket))]) ORDER BY "position"
+                """,
+            arguments: bucket
+        ))
+    })
+
+    /// The notifications of stream $1 for environment $2 filed under any of the keys $3… (a
+    /// bucket of them), in log order; prepared once the log is large enough, as every post looks
+    /// for them.
+    static let waiting: [Int: PreparedStatements.Statement] = Dictionary(uniqueKeysWithValues: PreparedStatements.keyBuckets.map { bucket in
+        (bucket, PreparedStatements.Statement(
+            name: "ledger_waiting_notifications_\(bucket)",
+            sql: """
+                SELECT e.data::text FROM ledger.events e
+                WHERE e."position" IN (SELECT k."position" FROM ledger.notification_stream_keys k
+                                       WHERE k.stream_id = $1 AND k.key = ANY(ARRAY[\(PreparedStatements.placeholders(from: 3, count: bucket))]))
+                  AND e.data ->> 'environment' = $2
+                ORDER BY e."position"
+                """,
+            arguments: 2 + bucket
+        ))
+    })
 
     /// Notifications the app's notifications stream holds that no user took: waiting ones (neither
     /// copied to a user's stream nor expired) recorded before `recordedBefore`, oldest first; or

@@ -171,6 +171,7 @@ public struct PostgresEventStore: EventStore {
             return .appended(position: current.position, streamVersion: current.version)
         }
         let result = AppendResult(streamID: stream.rawValue, outcomes: outcomes, recordedAt: recordedAt)
+        if let last = next?.position { client.logReach.saw(last - 1) }
         if result.appendedCount > 0 {
             notifier.committed(client: client, logger: logger)
         }
@@ -239,6 +240,7 @@ public struct PostgresEventStore: EventStore {
     /// in one statement: the events of each stream in version order.
     public func readStreams(_ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) async throws -> [String: [RecordedEvent]] {
         guard !streams.isEmpty else { return [:] }
+        if let read = try await preparedRead(streams, upToPosition: position, lookingUp: []) { return read.events }
         let events = try await Self.decode(client.query(
             """
             SELECT e.* FROM \(streamsAfter: streams, upToPosition: position)
@@ -246,6 +248,7 @@ public struct PostgresEventStore: EventStore {
             """,
             logger: logger
         ))
+        if let last = events.map(\.position).max() { client.logReach.saw(last) }
         return Dictionary(grouping: events, by: \.streamID)
     }
 
@@ -254,6 +257,7 @@ public struct PostgresEventStore: EventStore {
     ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference]) {
         guard !keys.isEmpty else { return (try await readStreams(streams, upToPosition: position), [:]) }
         guard !streams.isEmpty else { return ([:], try await recorded(keys)) }
+        if let read = try await preparedRead(streams, upToPosition: position, lookingUp: keys) { return read }
         // Part 1: the events recorded under the keys, their data and metadata left out.
         let rows = try await client.query(
             """
@@ -265,11 +269,36 @@ public struct PostgresEventStore: EventStore {
             """,
             logger: logger
         )
+        return try await parts(of: rows)
+    }
+
+    /// A command's read (two streams, and the keys it looks up) by a prepared statement, once the
+    /// log has reached the size from which its plan holds for any size (`LogReach`); nil before,
+    /// or for another number of streams, or more keys than `PreparedStatements.keyBuckets` holds.
+    private func preparedRead(
+        _ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64, lookingUp keys: [DeduplicationKey]
+    ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference])? {
+        guard streams.count == 2, client.logReach.prepares,
+              let bucket = keys.isEmpty ? 0 : PreparedStatements.bucket(for: keys.count),
+              let statement = Self.commandReads[bucket]
+        else { return nil }
+        let arguments = [streams[0].stream.rawValue, streams[1].stream.rawValue, String(streams[0].afterVersion), String(streams[1].afterVersion),
+                         String(position)] + PreparedStatements.padded(keys.map(\.rawValue), to: bucket)
+        return try await parts(of: client.query(prepared: statement, arguments, logger: logger))
+    }
+
+    /// The rows of a command's read: part 0 the streams' events, part 1 the events recorded under
+    /// the keys (their data and metadata left out).
+    private func parts(
+        of rows: some AsyncSequence<PostgresRow, any Error>
+    ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference]) {
         var events: [String: [RecordedEvent]] = [:]
         var found: [DeduplicationKey: AppendResult.EventReference] = [:]
+        var last: Int64 = 0
         for try await (part, position, stream, version, id, type, data, metadata, recordedAt, key) in rows.decode(
             (Int, Int64, String, Int64, UUID, String, String?, String?, Date, String?).self
         ) {
+            last = max(last, position)
             if part == 0, let data, let metadata {
                 events[stream, default: []].append(RecordedEvent(
                     position: position, streamID: stream, streamVersion: version, eventID: id, type: type,
@@ -279,8 +308,40 @@ public struct PostgresEventStore: EventStore {
                 found[try DeduplicationKey(rawValue: key)] = .init(eventID: id, position: position, streamID: stream, streamVersion: version)
             }
         }
+        client.logReach.saw(last)
         return (events, found)
     }
+
+    /// A command's read, prepared, by the number of keys it looks up (0 or a bucket): the events
+    /// of streams $1 and $2 after versions $3 and $4, none past position $5, as part 0; with part
+    /// 1, the events recorded under the keys $6… (data and metadata left out). Two streams as two
+    /// arguments, not an array: PostgreSQL estimates an array's `unnest` at a hundred rows and
+    /// would keep planning each call.
+    static let commandReads: [Int: PreparedStatements.Statement] = {
+        var statements: [Int: PreparedStatements.Statement] = [:]
+        for bucket in [0] + PreparedStatements.keyBuckets {
+            let byKeys = bucket == 0 ? "" : """
+                UNION ALL
+                SELECT 1, "position", stream_id, stream_version, event_id, event_type, NULL, NULL, recorded_at, dedup_key
+                FROM ledger.events WHERE dedup_key = ANY(ARRAY[\(PreparedStatements.placeholders(from: 6, count: bucket))])
+                """
+            statements[bucket] = PreparedStatements.Statement(
+                name: "ledger_command_read_\(bucket)",
+                sql: """
+                    SELECT 0 AS part, e.* FROM unnest(ARRAY[$1, $2], ARRAY[$3, $4]) AS wanted(wanted_stream, after_version)
+                    CROSS JOIN LATERAL (
+                        SELECT \(columns) FROM ledger.events
+                        WHERE stream_id = wanted.wanted_stream AND stream_version > wanted.after_version AND "position" <= $5
+                        ORDER BY stream_version
+                    ) e
+                    \(byKeys)
+                    ORDER BY part, stream_id, stream_version
+                    """,
+                types: ["text", "text", "bigint", "bigint", "bigint"] + Array(repeating: "text", count: bucket)
+            )
+        }
+        return statements
+    }()
 
     public func readAll(after position: Int64, stream: StreamID? = nil, limit: Int = 1_000) async throws -> [RecordedEvent] {
         // Only rows of transactions older than every append still running in this database
@@ -355,9 +416,8 @@ extension PostgresQuery.StringInterpolation {
     ///
     /// One index range per stream (LATERAL, kept apart by its ORDER BY): as a plain join, a log of
     /// few long streams made PostgreSQL hash the whole table for every read (12 ms against 0.5 ms
-    /// at 30,000 events). Planned for each read, not prepared: a plan PostgreSQL keeps for any
-    /// arguments is made once, and one made while the log was small scans the whole table for as
-    /// long as the connection lives (seen with a prepared lookup of keys in `bench http`).
+    /// at 30,000 events). Planned for each read: a command's read of two streams is prepared
+    /// instead once the log is large enough (`commandReads`, `LogReach`).
     mutating func appendInterpolation(streamsAfter streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64) {
         appendLiteral("unnest(")
         appendInterpolation(streams.map(\.stream.rawValue))

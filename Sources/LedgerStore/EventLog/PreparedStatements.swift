@@ -14,12 +14,26 @@ import Synchronization
 /// no bound parameters, so the arguments go in as quoted literals (`literal(_:)`). A
 /// connection's statements are forgotten when it closes.
 final class PreparedStatements: Sendable {
-    /// A statement to prepare: a name for it (unique among the ledger's), its SQL with $1… for
-    /// text arguments, and how many it takes.
+    /// A statement to prepare: a name for it (unique among the ledger's), its SQL with $1…, and
+    /// the type of each argument as PREPARE names it. Arguments are given as text that the type
+    /// reads (an array as `arrayText`), quoted as literals.
     struct Statement: Sendable {
         let name: String
         let sql: String
-        let arguments: Int
+        let types: [String]
+
+        var arguments: Int { types.count }
+
+        /// A statement whose arguments are all text.
+        init(name: String, sql: String, arguments: Int) {
+            self.init(name: name, sql: sql, types: Array(repeating: "text", count: arguments))
+        }
+
+        init(name: String, sql: String, types: [String]) {
+            self.name = name
+            self.sql = sql
+            self.types = types
+        }
     }
 
     private struct Key: Hashable {
@@ -52,7 +66,7 @@ final class PreparedStatements: Sendable {
 
     private func prepare(_ statement: Statement, _ key: Key, on connection: PostgresConnection, logger: Logger) async throws {
         guard !prepared.withLock({ $0.contains(key) }) else { return }
-        let types = Array(repeating: "text", count: statement.arguments).joined(separator: ", ")
+        let types = statement.types.joined(separator: ", ")
         _ = try await connection.allRows(PostgresQuery(unsafeSQL: "PREPARE \(statement.name) (\(types)) AS \(statement.sql)"), logger: logger)
         let first = prepared.withLock { known in
             let first = !known.contains { $0.connection == key.connection }
@@ -79,6 +93,26 @@ final class PreparedStatements: Sendable {
             }
         }
         return escaped + "'"
+    }
+
+    /// Lookups by a list of keys are prepared for a fixed number of them, `= ANY(ARRAY[$n, …])`,
+    /// the list padded with its last key (`padded`). PostgreSQL estimates `= ANY($1)` of an array
+    /// argument at ten elements, which for the usual two to six keys looks dearer than planning
+    /// each call: the prepared plan would never be used. A longer list is looked up unprepared.
+    static let keyBuckets = [4, 8, 16, 32]
+
+    /// The bucket a list of `count` keys is prepared for, if any.
+    static func bucket(for count: Int) -> Int? { keyBuckets.first { $0 >= count } }
+
+    /// `keys` as `bucket` arguments: the last key repeated (a key looked up twice is found once).
+    static func padded(_ keys: [String], to bucket: Int) -> [String] {
+        guard let last = keys.last else { return keys }
+        return keys + Array(repeating: last, count: bucket - keys.count)
+    }
+
+    /// `$first, $first+1, …`: `count` placeholders.
+    static func placeholders(from first: Int, count: Int) -> String {
+        (first..<(first + count)).map { "$\($0)" }.joined(separator: ", ")
     }
 
     /// How many statements are prepared on open connections (for tests).
