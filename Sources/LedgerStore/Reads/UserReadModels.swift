@@ -88,6 +88,13 @@ public struct UserReadModels: UserReads, Sendable {
 
     static let entitlements = PreparedStatements.Statement(name: "ledger_entitlements", sql: entitlementsStatement, arguments: 3)
 
+    /// Text values as a statement's $1, $2, ….
+    static func bindings(_ values: [String]) -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: values.count)
+        for value in values { bindings.append(value) }
+        return bindings
+    }
+
     /// A user's entitlement rows as of the projections' checkpoint `position` (or later): from
     /// the cache when it holds them true there, else from the database (kept for the next read).
     public func entitlementRows(app: String, user: String, at position: Int64) async throws -> EntitlementRows {
@@ -106,8 +113,13 @@ public struct UserReadModels: UserReads, Sendable {
 
     /// A user's entitlement rows from the database.
     private func entitlementRows(stream: String, app: String, user: String) async throws -> EntitlementRows {
-        // Prepared: PostgreSQL takes longer to plan this statement than to run it.
-        let rows = try await client.query(prepared: Self.entitlements, [app, user, stream], logger: logger)
+        // Prepared, PostgreSQL takes longer to plan this statement than to run it; but not before
+        // the log is large enough for the plan it keeps to read the tables by index (`LogReach`).
+        let rows = if await client.preparesLookups(logger: logger) {
+            try await client.query(prepared: Self.entitlements, [app, user, stream], logger: logger)
+        } else {
+            try await client.query(PostgresQuery(unsafeSQL: Self.entitlementsStatement, binds: Self.bindings([app, user, stream])), logger: logger)
+        }
         var result = EntitlementRows()
         // Each part decodes only its own columns (see the statement's row shape).
         let context = PostgresDecodingContext.default
