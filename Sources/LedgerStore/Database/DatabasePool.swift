@@ -164,17 +164,26 @@ public final class DatabasePool: Service, Sendable {
         return try await withConnection { connection in
             QueryRows(rows: try await connection.unlessClosed(during: "a statement") {
                 let rows = try await connection.allRows(query, logger: logger, file: file, line: line)
-                if thenConfirmCommit {
-                    do {
-                        _ = try await connection.allRows("SELECT 1", logger: logger)
-                    } catch {
-                        throw StoreError.databaseUnavailable(
-                            "the connection failed before PostgreSQL confirmed the commit; whether it was recorded is unknown (sent again, it is recorded once): \(error)"
-                        )
-                    }
-                }
+                if thenConfirmCommit { try await connection.confirmCommit(logger: logger) }
                 return rows
             })
+        }
+    }
+
+    /// Runs a statement postgres-nio prepares once per connection (its name and SQL are the
+    /// statement type's), and collects its rows; with `thenConfirmCommit`, returns only once
+    /// PostgreSQL has committed it, as `query(_:thenConfirmCommit:)` does.
+    public func execute<Statement: PostgresPreparedStatement>(
+        _ statement: Statement, thenConfirmCommit: Bool = false, logger: Logger? = nil
+    ) async throws -> [Statement.Row] where Statement.Row: Sendable {
+        let logger = logger ?? Self.silent
+        return try await withConnection { connection in
+            try await connection.unlessClosed(during: "a statement") {
+                var rows: [Statement.Row] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                if thenConfirmCommit { try await connection.confirmCommit(logger: logger) }
+                return rows
+            }
         }
     }
 
@@ -240,4 +249,18 @@ public struct QueryRows: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: rows.makeIterator()) }
+}
+
+extension PostgresConnection {
+    /// Returns once PostgreSQL has committed the statement before on this connection: `SELECT 1`
+    /// is answered only after it (see `DatabasePool.query(_:thenConfirmCommit:)`).
+    func confirmCommit(logger: Logger) async throws {
+        do {
+            _ = try await allRows("SELECT 1", logger: logger)
+        } catch {
+            throw StoreError.databaseUnavailable(
+                "the connection failed before PostgreSQL confirmed the commit; whether it was recorded is unknown (sent again, it is recorded once): \(error)"
+            )
+        }
+    }
 }

@@ -123,27 +123,16 @@ public struct PostgresEventStore: EventStore {
         //
         // A document the events name is kept by the same statement: a refused append (a key
         // another stream holds, a stream that moved) keeps nothing, and one round trip does both.
-        let append: PostgresQuery = if let document {
-            """
-            WITH appended AS (
-                SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
-                FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
-                                   array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
-            ), \(keeping: document, after: "appended")
-            SELECT * FROM appended
-            """
+        // Both statements are prepared on each connection (`AppendStatement`).
+        let call = AppendStatement.Call(
+            stream: stream.rawValue, expected: expectedVersion, ids: ids, types: types, data: data, metadata: metadata, keys: keys,
+            checkDuplicates: checkDuplicates
+        )
+        let rows = if let document {
+            try await client.execute(AppendKeepingStatement(call: call, document: document), thenConfirmCommit: true, logger: logger)
         } else {
-            """
-            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
-            FROM ledger.append(\(stream.rawValue), \(expectedVersion), \(ids), \(types), \(data), \(metadata),
-                               array_replace(\(keys)::text[], '', NULL), \(checkDuplicates))
-            """
+            try await client.execute(AppendStatement(call: call), thenConfirmCommit: true, logger: logger)
         }
-        let rows = try await client.query(
-            append,
-            thenConfirmCommit: true,
-            logger: logger
-        ).collect()
         var firstAppended: (position: Int64, version: Int64)?
         var recordedAt: Date?
         var duplicates: [String: AppendResult.EventReference] = [:]
