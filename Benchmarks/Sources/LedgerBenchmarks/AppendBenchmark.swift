@@ -246,17 +246,18 @@ public struct AppendBenchmark: Sendable {
     }
 
     /// The baselines store a 32-byte hash too, so every table holds the same bytes per row. Prepared
-    /// once per connection, as the ledger's append is (`AppendStatement`), so that both sides pay
-    /// the same for parsing and planning.
+    /// once per connection and answered once committed, as the ledger's append is
+    /// (`AppendStatement`, `thenConfirmCommit`), so that both sides pay the same for parsing,
+    /// planning and waiting for the commit.
     private func insertBaseline(_ batch: Batch, into table: String) async throws {
         let rows = RawRows(
             streams: Array(repeating: "bench/\(batch.stream)", count: batch.rows.count), ids: batch.rows.map(\.eventID),
             data: batch.rows.map(\.data), metadata: batch.rows.map(\.metadata), keys: batch.rows.map(\.key)
         )
         if table == "raw_events" {
-            _ = try await client.execute(RawInsert(rows: rows), logger: logger)
+            _ = try await client.execute(RawInsert(rows: rows), thenConfirmCommit: true, logger: logger)
         } else {
-            _ = try await client.execute(RawIndexedInsert(rows: rows), logger: logger)
+            _ = try await client.execute(RawIndexedInsert(rows: rows), thenConfirmCommit: true, logger: logger)
         }
     }
 }
