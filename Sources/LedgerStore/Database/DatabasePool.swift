@@ -215,20 +215,9 @@ public final class DatabasePool: Service, Sendable {
     }
 
     /// Whether the hottest lookups may be prepared: the log has reached `LogReach`'s size, as
-    /// this process has seen it or, asked at most once a minute while it has not, as the log's
-    /// head says. False when the head cannot be read (the statements are then planned per call).
-    func preparesLookups(logger: Logger) async -> Bool {
-        if logReach.prepares { return true }
-        guard logReach.mayAsk() else { return false }
-        do {
-            for try await head in try await query("SELECT coalesce(max(\"position\"), 0) FROM ledger.events", logger: logger).decode(Int64.self) {
-                logReach.saw(head)
-            }
-        } catch {
-            logger.debug("the log's head could not be read; lookups planned per call", metadata: ["ledger.error": "\(error)"])
-        }
-        return logReach.prepares
-    }
+    /// this process has seen it (never a query of its own: a request during an outage must be
+    /// refused at once, not after one more attempt).
+    func preparesLookups(logger: Logger) async -> Bool { logReach.prepares }
 
     private static let silent = Logger(label: "ledger.database.silent", factory: { _ in SwiftLogNoOpLogHandler() })
 }

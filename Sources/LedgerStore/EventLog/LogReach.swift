@@ -1,8 +1,9 @@
 import Synchronization
 
 /// How far the log reaches, as far as this process knows: the highest position an append
-/// returned, a read found or the log's head said (`DatabasePool.preparesLookups`). It decides
-/// when the hottest lookups may be prepared.
+/// returned, a read found, or the projections' checkpoint an entitlements read was answered at
+/// (so a server that only reads learns it too). It decides when the hottest lookups may be
+/// prepared.
 ///
 /// A prepared statement is planned once per connection for any arguments (PostgreSQL's generic
 /// plan), and that plan is kept until the table's statistics change. Made while the log holds a
@@ -19,9 +20,6 @@ final class LogReach: Sendable {
 
     private let highest = Atomic<Int64>(0)
     private let threshold: Atomic<Int64>
-    /// When the log's head was last asked for (`mayAsk`).
-    private let asked = Mutex<ContinuousClock.Instant?>(nil)
-
     init(preparedFrom: Int64 = LogReach.defaultPreparedFrom) {
         threshold = Atomic(preparedFrom)
     }
@@ -38,16 +36,6 @@ final class LogReach: Sendable {
 
     /// Whether the log has reached the size from which the lookups are prepared.
     var prepares: Bool { highest.load(ordering: .relaxed) >= threshold.load(ordering: .relaxed) }
-
-    /// Whether the log's head may be asked for now: on first use, then at most once a minute
-    /// while the log is short of the size (a server that only reads sees no positions of its own).
-    func mayAsk(now: ContinuousClock.Instant = .now) -> Bool {
-        asked.withLock { last in
-            if let last, last.duration(to: now) < .seconds(60) { return false }
-            last = now
-            return true
-        }
-    }
 
     /// Prepares the lookups from `position` on (tests prepare them from the start).
     func prepare(from position: Int64) { threshold.store(position, ordering: .relaxed) }

@@ -99,6 +99,8 @@ public struct UserReadModels: UserReads, Sendable {
     /// the cache when it holds them true there, else from the database (kept for the next read).
     public func entitlementRows(app: String, user: String, at position: Int64) async throws -> EntitlementRows {
         let stream = try StreamID.user(app: app, user: user).rawValue
+        // The projections' checkpoint is a position the log holds.
+        client.logReach.saw(position)
         guard let cache else { return try await entitlementRows(stream: stream, app: app, user: user) }
         switch cache.lookup(stream, at: position) {
         case .hit(let rows):
