@@ -79,10 +79,10 @@ public struct AppendBenchmark: Sendable {
             }
         }
         let baseline = try await measure(work, cpu: cpu) { _ in
-            { batch in try await self.insertBaseline(batch, into: "raw_events") }
+            { batch in try await self.insertBaseline(batch, into: BareTable.self) }
         }
         let indexed = try await measure(work, cpu: cpu) { _ in
-            { batch in try await self.insertBaseline(batch, into: "raw_events_indexed") }
+            { batch in try await self.insertBaseline(batch, into: IndexedTable.self) }
         }
         return Result(ledger: ledger, baseline: baseline, indexed: indexed)
     }
@@ -249,16 +249,12 @@ public struct AppendBenchmark: Sendable {
     /// once per connection and answered once committed, as the ledger's append is
     /// (`AppendStatement`, `thenConfirmCommit`), so that both sides pay the same for parsing,
     /// planning and waiting for the commit.
-    private func insertBaseline(_ batch: Batch, into table: String) async throws {
+    private func insertBaseline<Table: RawTable>(_ batch: Batch, into table: Table.Type) async throws {
         let rows = RawRows(
             streams: Array(repeating: "bench/\(batch.stream)", count: batch.rows.count), ids: batch.rows.map(\.eventID),
             data: batch.rows.map(\.data), metadata: batch.rows.map(\.metadata), keys: batch.rows.map(\.key)
         )
-        if table == "raw_events" {
-            _ = try await client.execute(RawInsert(rows: rows), thenConfirmCommit: true, logger: logger)
-        } else {
-            _ = try await client.execute(RawIndexedInsert(rows: rows), thenConfirmCommit: true, logger: logger)
-        }
+        _ = try await client.execute(RawInsert<Table>(rows: rows), thenConfirmCommit: true, logger: logger)
     }
 }
 
@@ -291,23 +287,24 @@ struct RawRows: Sendable {
     }
 }
 
-/// The bare baseline: the log's columns, the primary key only.
-struct RawInsert: PostgresPreparedStatement {
-    typealias Row = PostgresRow
-    static let name = "ledger_bench_raw_insert"
-    static let sql = RawRows.insert(into: "raw_events")
-    static let bindingDataTypes = RawRows.types
-    let rows: RawRows
-    func makeBindings() -> PostgresBindings { rows.bindings() }
-    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
+/// A baseline table: where `RawInsert` writes (postgres-nio takes a prepared statement's name
+/// and SQL from its type, so each table is a type).
+protocol RawTable: Sendable {
+    static var table: String { get }
 }
 
+/// The bare baseline: the log's columns, the primary key only.
+enum BareTable: RawTable { static let table = "raw_events" }
+
 /// The baseline with the log's unique indexes.
-struct RawIndexedInsert: PostgresPreparedStatement {
+enum IndexedTable: RawTable { static let table = "raw_events_indexed" }
+
+/// A baseline INSERT of `rows` into `Table`, prepared once per connection.
+struct RawInsert<Table: RawTable>: PostgresPreparedStatement {
     typealias Row = PostgresRow
-    static let name = "ledger_bench_raw_indexed_insert"
-    static let sql = RawRows.insert(into: "raw_events_indexed")
-    static let bindingDataTypes = RawRows.types
+    static var name: String { "ledger_bench_insert_\(Table.table)" }
+    static var sql: String { RawRows.insert(into: Table.table) }
+    static var bindingDataTypes: [PostgresDataType] { RawRows.types }
     let rows: RawRows
     func makeBindings() -> PostgresBindings { rows.bindings() }
     func decodeRow(_ row: PostgresRow) -> PostgresRow { row }

@@ -214,11 +214,6 @@ public final class DatabasePool: Service, Sendable {
         }
     }
 
-    /// Whether the hottest lookups may be prepared: the log has reached `LogReach`'s size, as
-    /// this process has seen it (never a query of its own: a request during an outage must be
-    /// refused at once, not after one more attempt).
-    func preparesLookups(logger: Logger) async -> Bool { logReach.prepares }
-
     private static let silent = Logger(label: "ledger.database.silent", factory: { _ in SwiftLogNoOpLogHandler() })
 }
 

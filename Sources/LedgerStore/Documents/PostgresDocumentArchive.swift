@@ -30,16 +30,9 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
     ///
     /// For a document kept apart from an append (a post that records nothing new); a post that
     /// appends keeps its document in the append's own statement (`EventStore.append(_:to:expecting:keeping:)`).
-    /// Its commit does not wait for the disk (`synchronous_commit` off for this transaction only):
-    /// the log is flushed in order, so once a later append is durable, so is this.
+    /// Its commit does not wait for the disk (see `KeepDocumentStatement`).
     public func keep(_ document: AppStoreDocument) async throws {
-        try await client.query(
-            """
-            WITH unflushed AS (SELECT set_config('synchronous_commit', 'off', true)), \(keeping: document, after: "unflushed")
-            SELECT 1
-            """,
-            logger: logger
-        )
+        _ = try await client.execute(KeepDocumentStatement(document: document), logger: logger)
     }
 
     /// Every answer kept for a receipt, oldest first.
@@ -65,36 +58,5 @@ public struct PostgresDocumentArchive: DocumentArchive, Sendable {
         )
         for try await data in rows.decode(String.self) { return data }
         return nil
-    }
-}
-
-extension PostgresQuery.StringInterpolation {
-    /// The common table expressions that keep a document unless it is kept already (the receipt
-    /// and the answer, content-addressed), for a statement's `WITH`. They run once `source` (a
-    /// common table expression of the same statement) has given a row, and not without one: an
-    /// append's rows, so that `ledger.append` is the transaction's first write whatever order
-    /// PostgreSQL runs the parts of a statement in.
-    mutating func appendInterpolation(keeping document: AppStoreDocument, after source: String) {
-        let after = " FROM (SELECT FROM \(source) LIMIT 1) AS after"
-        appendLiteral("kept_receipt AS (INSERT INTO ledger.receipts (receipt_hash, app, receipt_data) SELECT ")
-        appendInterpolation(document.receiptHash)
-        appendLiteral(", ")
-        appendInterpolation(document.app)
-        appendLiteral(", ")
-        appendInterpolation(document.receiptData)
-        appendLiteral(after + " ON CONFLICT (receipt_hash) DO NOTHING), ")
-        appendLiteral("kept_answer AS (INSERT INTO ledger.receipt_answers (answer_hash, receipt_hash, environment, status, answered_at, answer) SELECT ")
-        appendInterpolation(document.answerHash)
-        appendLiteral(", ")
-        appendInterpolation(document.receiptHash)
-        appendLiteral(", ")
-        appendInterpolation(document.environment)
-        appendLiteral(", ")
-        appendInterpolation(document.status)
-        appendLiteral(", ")
-        appendInterpolation(document.answeredAt)
-        appendLiteral(", ")
-        appendInterpolation(String(decoding: document.answer, as: UTF8.self))
-        appendLiteral(after + " ON CONFLICT (answer_hash) DO NOTHING)")
     }
 }

@@ -21,7 +21,7 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         let keys = (notificationKey.map { [$0.rawValue] } ?? []) + claims
         guard !keys.isEmpty else { return NotificationLookup() }
         let rows: QueryRows
-        if await client.preparesLookups(logger: logger), let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.byKeys[bucket] {
+        if client.logReach.prepares, let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.byKeys[bucket] {
             rows = try await client.query(prepared: statement, PreparedStatements.padded(keys, to: bucket), logger: logger)
         } else {
             rows = try await client.query(
@@ -60,7 +60,7 @@ public struct PostgresNotificationInbox: NotificationInbox, Sendable {
         // ledger.append for the notifications streams: migration 0027).
         let keys = originals.map { "original:\($0)" } + tokens.map { "token:\($0.lowercased())" }
         let rows: QueryRows
-        if await client.preparesLookups(logger: logger), let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.waiting[bucket] {
+        if client.logReach.prepares, let bucket = PreparedStatements.bucket(for: keys.count), let statement = Self.waiting[bucket] {
             rows = try await client.query(
                 prepared: statement, [stream.rawValue, environment.rawValue] + PreparedStatements.padded(keys, to: bucket), logger: logger
             )

@@ -267,7 +267,7 @@ public struct PostgresEventStore: EventStore {
     private func preparedRead(
         _ streams: [(stream: StreamID, afterVersion: Int64)], upToPosition position: Int64, lookingUp keys: [DeduplicationKey]
     ) async throws -> (events: [String: [RecordedEvent]], recorded: [DeduplicationKey: AppendResult.EventReference])? {
-        guard streams.count == 2, await client.preparesLookups(logger: logger),
+        guard streams.count == 2, client.logReach.prepares,
               let bucket = keys.isEmpty ? 0 : PreparedStatements.bucket(for: keys.count),
               let statement = Self.commandReads[bucket]
         else { return nil }

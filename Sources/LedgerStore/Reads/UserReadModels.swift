@@ -117,7 +117,7 @@ public struct UserReadModels: UserReads, Sendable {
     private func entitlementRows(stream: String, app: String, user: String) async throws -> EntitlementRows {
         // Prepared, PostgreSQL takes longer to plan this statement than to run it; but not before
         // the log is large enough for the plan it keeps to read the tables by index (`LogReach`).
-        let rows = if await client.preparesLookups(logger: logger) {
+        let rows = if client.logReach.prepares {
             try await client.query(prepared: Self.entitlements, [app, user, stream], logger: logger)
         } else {
             try await client.query(PostgresQuery(unsafeSQL: Self.entitlementsStatement, binds: Self.bindings([app, user, stream])), logger: logger)
