@@ -240,11 +240,25 @@ extension PostgresConnection {
     /// is answered only after it (see `DatabasePool.query(_:thenConfirmCommit:)`).
     func confirmCommit(logger: Logger) async throws {
         do {
-            _ = try await allRows("SELECT 1", logger: logger)
+            for try await _ in try await execute(CommitConfirmation(), logger: logger) {}
         } catch {
             throw StoreError.databaseUnavailable(
                 "the connection failed before PostgreSQL confirmed the commit; whether it was recorded is unknown (sent again, it is recorded once): \(error)"
             )
         }
     }
+}
+
+/// `SELECT 1`, prepared once per connection: it follows every append, so PostgreSQL should not
+/// parse and plan it each time.
+struct CommitConfirmation: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+
+    static let name = "ledger_confirm_commit"
+    static let sql = "SELECT 1"
+    static let bindingDataTypes: [PostgresDataType] = []
+
+    func makeBindings() -> PostgresBindings { PostgresBindings() }
+
+    func decodeRow(_ row: PostgresRow) -> PostgresRow { row }
 }
