@@ -42,6 +42,26 @@ import Testing
         #expect(CurrencyTimeline().currency(at: Date()) == nil)
     }
 
+    @Test("two timelines answer alike until the first instant one of them says otherwise")
+    func currencyTimelinesPartFrom() {
+        func timeline(_ said: [(String, String)]) -> CurrencyTimeline {
+            var timeline = CurrencyTimeline()
+            for (currency, date) in said { timeline.add(currency, at: utc(date)) }
+            return timeline
+        }
+        let usd = timeline([("USD", "2025-01-01T00:00:00.000Z")])
+        let thenEuros = timeline([("USD", "2025-01-01T00:00:00.000Z"), ("EUR", "2025-06-01T00:00:00.000Z")])
+        let backToDollars = timeline([("USD", "2025-01-01T00:00:00.000Z"), ("EUR", "2025-06-01T00:00:00.000Z"), ("USD", "2025-09-01T00:00:00.000Z")])
+        let eurosEarlier = timeline([("USD", "2025-01-01T00:00:00.000Z"), ("EUR", "2025-04-01T00:00:00.000Z")])
+        #expect(usd.firstDifference(from: usd) == nil)
+        #expect(usd.firstDifference(from: timeline([("USD", "2025-02-01T00:00:00.000Z")])) == nil, "the same currency said again")
+        #expect(usd.firstDifference(from: thenEuros) == utc("2025-06-01T00:00:00.000Z").milliseconds)
+        #expect(thenEuros.firstDifference(from: backToDollars) == utc("2025-09-01T00:00:00.000Z").milliseconds)
+        #expect(thenEuros.firstDifference(from: eurosEarlier) == utc("2025-04-01T00:00:00.000Z").milliseconds)
+        #expect(usd.firstDifference(from: timeline([("EUR", "2025-01-01T00:00:00.000Z")])) == Int64.min)
+        #expect(CurrencyTimeline().firstDifference(from: usd) == Int64.min)
+    }
+
     // MARK: Judging Apple's fields
 
     static func signed(_ id: String, _ product: String, type: String, quantity: Int = 1, price: String, currency: String = "USD",

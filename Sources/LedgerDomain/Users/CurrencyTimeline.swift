@@ -47,6 +47,20 @@ public struct CurrencyTimeline: Hashable, Sendable {
         return changes.last { $0.milliseconds <= at }?.currency ?? changes.first?.currency
     }
 
+    /// The first instant (in milliseconds) from which `self` and `other` may name different
+    /// currencies, `Int64.min` when they may differ from the start; nil when they name the same
+    /// currency at every instant.
+    func firstDifference(from other: CurrencyTimeline) -> Int64? {
+        let common = min(changes.count, other.changes.count)
+        for index in 0..<common where changes[index] != other.changes[index] {
+            return index == 0 ? Int64.min : min(changes[index].milliseconds, other.changes[index].milliseconds)
+        }
+        guard changes.count != other.changes.count else { return nil }
+        // One goes on where the other stops: alike until its next change.
+        let longer = changes.count > common ? changes : other.changes
+        return common == 0 ? Int64.min : longer[common].milliseconds
+    }
+
     /// Only the changes make two timelines answer alike: what they were drawn from does not.
     public static func == (lhs: CurrencyTimeline, rhs: CurrencyTimeline) -> Bool { lhs.changes == rhs.changes }
     public func hash(into hasher: inout Hasher) { hasher.combine(changes) }

@@ -119,7 +119,7 @@ struct KeptJudgement: Hashable, Sendable {
         into transactions: inout [String: UserLedger.Transaction]
     ) {
         // The facts only grow, and they travel with this judgement in one `UserLedger`.
-        if self.catalog != catalog || self.rules != rules || currencies != facts.currencies {
+        if self.catalog != catalog || self.rules != rules {
             self = KeptJudgement()
             self.catalog = catalog
             self.rules = rules
@@ -127,7 +127,18 @@ struct KeptJudgement: Hashable, Sendable {
             judgeAll(facts, catalog: catalog, rules: rules, into: &transactions, tying: false)
             return
         }
-        guard changed < facts.changes.count || ordered < facts.order.count else { return }
+        // The user's currency decides nothing but prices (`TransactionClassifier.price`): when its
+        // timeline changes, the transactions bought from the first instant it answers otherwise
+        // are priced again, not every transaction judged again (a user whose device reports
+        // another currency now and then would have had the whole history judged at each post).
+        var repriced: [String] = []
+        if currencies != facts.currencies {
+            if let since = currencies.firstDifference(from: facts.currencies) {
+                repriced = transactions.values.filter { $0.purchaseDate.milliseconds >= since }.map(\.transactionId)
+            }
+            currencies = facts.currencies
+        }
+        guard changed < facts.changes.count || ordered < facts.order.count || !repriced.isEmpty else { return }
         if !tied {
             // Ties are made when first needed, so a fold judged once (a rebuild) never pays for
             // them; made from the facts as they are now, they need a judgement of the same facts.
@@ -186,6 +197,7 @@ struct KeptJudgement: Hashable, Sendable {
             TransactionClassifier.judge(appended: observations, catalog: catalog, facts: facts, owners: &owners, into: &transactions)
             for observation in observations { judged[observation.transactionId] = transactions[observation.transactionId] }
         }
+        for id in repriced where judged[id] == nil { judged[id] = transactions[id]?.unpriced }
         // Prices: those transactions, and every other transaction of their posts.
         for id in Array(judged.keys) {
             guard let post = facts.observed[id]?.post else { continue }

@@ -67,7 +67,12 @@ public struct UserReadModels: UserReads, Sendable {
 
     /// The statement `entitlementRows` runs: $1 the app, $2 the user, $3 the user's stream. One
     /// row shape for the three tables (which table, the sort keys, then the values), and a last
-    /// row saying whether the user has any event at all. Public for benchmarks that compare it.
+    /// row saying whether the user has any event at all: whether the stream has its first version
+    /// (every stream starts at 1), a lookup of one row in `events_stream_version_key` whatever
+    /// plan PostgreSQL keeps. Asked only whether any row has the stream, the plan kept for every
+    /// argument of the prepared statement scanned the log when it held a few long streams (it
+    /// expects a quarter of the rows to match, so the first match early): 17 ms for a user with
+    /// no event on a log of 30,000. Public for benchmarks that compare it.
     public static let entitlementsStatement = """
         SELECT 0 AS part, owned_since AS sort_time, product_id AS sort_key, product_id, product_type AS kind,
                original_transaction_id, NULL::text AS transaction_id, NULL::text AS subscription_group, expires_at AS end_time,
@@ -82,7 +87,7 @@ public struct UserReadModels: UserReads, Sendable {
           FROM ledger.consumable_balances WHERE app = $1 AND user_id = $2
         UNION ALL
         SELECT 3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-               EXISTS (SELECT 1 FROM ledger.events WHERE stream_id = $3)
+               EXISTS (SELECT 1 FROM ledger.events WHERE stream_id = $3 AND stream_version = 1)
         ORDER BY part, sort_time, sort_key
         """
 
