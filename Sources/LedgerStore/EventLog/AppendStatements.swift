@@ -61,10 +61,7 @@ struct AppendKeepingStatement: PostgresPreparedStatement {
 
     static let name = "ledger_append_keeping"
     static let sql = """
-        WITH appended AS (
-            SELECT event_id, "position", stream_id, stream_version, duplicate, dedup_key, recorded_at
-            FROM ledger.append($1, $2, $3, $4, $5, $6, array_replace($7, '', NULL), $8)
-        ), \(KeptDocument.commonTableExpressions(after: "appended", firstParameter: 9))
+        WITH appended AS (\(AppendStatement.sql)), \(KeptDocument.commonTableExpressions(after: "appended", firstParameter: 9))
         SELECT * FROM appended
         """
     static let bindingDataTypes: [PostgresDataType] = AppendStatement.callTypes + KeptDocument.types

@@ -316,6 +316,12 @@ public struct PostgresEventStore: EventStore {
     /// had its kept plan walk `events_pkey` over every position up to $5 and filter: 25 ms a
     /// command instead of 0.2.
     static let commandReads: [Int: PreparedStatements.Statement] = {
+        func streamPart(stream: String, after version: String) -> String {
+            """
+            SELECT 0 AS part, \(columns) FROM ledger.events
+            WHERE stream_id = \(stream) AND stream_version > \(version) AND stream_version < \(Int64.max) AND "position" <= $5
+            """
+        }
         var statements: [Int: PreparedStatements.Statement] = [:]
         for bucket in [0] + PreparedStatements.keyBuckets {
             let byKeys = bucket == 0 ? "" : """
@@ -326,11 +332,9 @@ public struct PostgresEventStore: EventStore {
             statements[bucket] = PreparedStatements.Statement(
                 name: "ledger_command_read_\(bucket)",
                 sql: """
-                    SELECT 0 AS part, \(columns) FROM ledger.events
-                    WHERE stream_id = $1 AND stream_version > $3 AND stream_version < \(Int64.max) AND "position" <= $5
+                    \(streamPart(stream: "$1", after: "$3"))
                     UNION ALL
-                    SELECT 0 AS part, \(columns) FROM ledger.events
-                    WHERE stream_id = $2 AND stream_version > $4 AND stream_version < \(Int64.max) AND "position" <= $5
+                    \(streamPart(stream: "$2", after: "$4"))
                     \(byKeys)
                     ORDER BY part, stream_id, stream_version
                     """,
