@@ -43,6 +43,23 @@ import Testing
                 + served.joined(separator: "\n")
         }
 
+        /// How long `ledger serve` took to answer each request of `method` with `status`, in
+        /// seconds, as its own log says (`http.duration_ms`): the server's share alone. The client's
+        /// wall clock also holds the machine's share, seconds on a loaded machine; what the server
+        /// must not do, wait for the pool, shows in its own figure.
+        static func answerTimes(in log: URL, method: String, status: Int) -> [Double] {
+            let lines = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n")
+            return lines.compactMap { line -> Double? in
+                let fields = Dictionary(line.split(separator: " ").compactMap { field -> (Substring, Substring)? in
+                    guard let equals = field.firstIndex(of: "=") else { return nil }
+                    return (field[..<equals], field[field.index(after: equals)...])
+                }, uniquingKeysWith: { first, _ in first })
+                guard fields["http.method"] == Substring(method), fields["http.status"] == Substring(String(status)),
+                      let milliseconds = fields["http.duration_ms"].flatMap({ Double($0) }) else { return nil }
+                return milliseconds / 1000
+            }
+        }
+
         func remove() {
             try? local.stop(mode: .immediate)
             try? FileManager.default.removeItem(at: home)
@@ -188,7 +205,12 @@ import Testing
             let statuses = await seen.statuses
             #expect(Set(statuses.keys).isSubset(of: [200, 201, 503]), "clients saw only successes and 503s: \(statuses)")
             let refusals = await seen.slowRefusals
-            #expect(refusals.allSatisfy { $0 < 2 }, "503s while down came at once (two requests each): \(refusals)")
+            // Waiting for the pool would take the probe's whole 5 s; the server's own figure is the
+            // one held to "at once", the client's also carries the loaded machine's share.
+            #expect(refusals.allSatisfy { $0 < 5 }, "503s while down came without waiting for the pool (two requests each): \(refusals)")
+            let served = PrivateServer.answerTimes(in: logFile, method: "GET", status: 503)
+            #expect(!served.isEmpty && served.allSatisfy { $0 < 2 },
+                    "the server answered its 503s while down at once, by its own log: \(served)")
             let consumed = await seen.consumed
             let ingested = await seen.ingested
             #expect(ingested.count == pool.count)
@@ -252,7 +274,12 @@ extension DatabaseOutageTests {
                 try await Task.sleep(for: .seconds(1))
             }
             #expect(statuses.allSatisfy { $0 == 503 }, "every write while PostgreSQL was away was refused: \(statuses)\(server.logs(ledger: logFile))")
-            #expect(slowest < .seconds(2), "refused at once, not after waiting for the pool, slowest \(slowest)\(server.logs(ledger: logFile))")
+            // The client's clock carries the loaded machine's share (2.2 s seen under the whole suite
+            // while the server's log said 2 ms); the server's own figure is held to "at once".
+            #expect(slowest < .seconds(5), "refused without waiting for the pool, slowest \(slowest)\(server.logs(ledger: logFile))")
+            let served = PrivateServer.answerTimes(in: logFile, method: "POST", status: 503)
+            #expect(!served.isEmpty && served.allSatisfy { $0 < 2 },
+                    "refused at once by the server's own log: \(served)\(server.logs(ledger: logFile))")
 
             do { _ = try await server.local.start(logger: logger) } catch {
                 Issue.record("PostgreSQL did not start again: \(error)\(server.logs(ledger: logFile))")
