@@ -272,8 +272,18 @@ import Testing
                 (error as? AppStoreQueryError).map { $0.code == .appStoreRefused && $0.message.contains("App Store Connect") } ?? false
             }
             _ = try await api.simulator(.PUT, "/admin/apps/\(Self.app)", ["notificationURL": api.base + Self.webhookPath])
-            let arrived = try await queries.testNotification(app: Self.app, environment: .sandbox, wait: .seconds(20), poll: .milliseconds(100))
-            #expect(arrived.recorded != nil && arrived.attempts.last?.result == "SUCCESS", "\(arrived.verdict)")
+            var arrived = try await queries.testNotification(app: Self.app, environment: .sandbox, wait: .seconds(20), poll: .milliseconds(100))
+            var asked = 1
+            // The simulator gives a try 10 s, as Apple does; under the whole suite on two cores the
+            // webhook once took longer (a long poll of the same run took 16 s). An operator who
+            // reads NO_RESPONSE asks again; two more asks tell a slow moment from a webhook that
+            // never answers.
+            while arrived.recorded == nil && arrived.attempts.last?.result == "NO_RESPONSE" && asked < 3 {
+                arrived = try await queries.testNotification(app: Self.app, environment: .sandbox, wait: .seconds(20), poll: .milliseconds(100))
+                asked += 1
+            }
+            #expect(arrived.recorded != nil && arrived.attempts.last?.result == "SUCCESS",
+                    "after \(asked) asks: \(arrived.verdict) \(arrived.attempts)")
             #expect(arrived.verdict.contains("recorded it"))
 
             // A URL that does not reach the ledger: Apple's tries fail (a refused connection is a

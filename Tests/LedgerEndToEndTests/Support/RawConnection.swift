@@ -46,8 +46,9 @@ final class RawConnection: @unchecked Sendable {
     }
 
     /// Everything the server sends until it closes the connection, or until `timeout` passes;
-    /// `closed` says which. Blocking reads run off the cooperative pool.
-    func receiveUntilClosed(timeout: Duration) async -> (text: String, closed: Bool) {
+    /// `closed` says which. With `awaited`, also stops as soon as what was received contains it (a
+    /// stream that stays open). Blocking reads run off the cooperative pool.
+    func receiveUntilClosed(timeout: Duration, orUntil awaited: String? = nil) async -> (text: String, closed: Bool) {
         let descriptor = self.descriptor
         return await withCheckedContinuation { continuation in
             Thread.detachNewThread {
@@ -63,6 +64,7 @@ final class RawConnection: @unchecked Sendable {
                     let count = recv(descriptor, &buffer, buffer.count, 0)
                     if count > 0 {
                         received.append(contentsOf: buffer[0..<count])
+                        if let awaited, String(decoding: received, as: UTF8.self).contains(awaited) { break }
                     } else {
                         // 0: the server closed it; an error (a reset) ends it too.
                         closed = true
