@@ -116,6 +116,11 @@ public enum TestDatabase {
     }
 
     /// A connection of its own, for holding a transaction open or acting as another session.
+    ///
+    /// Its transactions may stay idle as long as the test needs: the server's role ends a session
+    /// idle in a transaction after a minute, a loaded machine can make a test hold one that long,
+    /// and postgres-nio never answers a statement written to a session PostgreSQL has ended, so
+    /// the test's COMMIT would wait forever (a CI run hung so, its suite never ending).
     public static func withConnection<Result: Sendable>(
         _ settings: DatabaseSettings,
         _ body: (PostgresConnection) async throws -> Result
@@ -123,6 +128,12 @@ public enum TestDatabase {
         let connection = try await PostgresConnection.connect(
             configuration: try settings.connectionConfiguration, id: Int.random(in: 1000...9999), logger: logger
         )
+        do {
+            try await connection.query("SET idle_in_transaction_session_timeout = 0", logger: logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
         do {
             let result = try await body(connection)
             try await connection.close()
