@@ -99,12 +99,16 @@ struct ProjectionSwitchTests {
                     group.addTask {
                         _ = try await ProjectionRebuilder(client: client, logger: Self.logger).rebuild(Self.projection, dryRun: false)
                     }
-                    // The switch is trying to take the view: a session of this database waits for a lock.
-                    #expect(try await eventually(timeout: .seconds(60)) {
+                    // The switch is trying to take the view: a session of this database waits for a
+                    // lock (of any kind: a relation's, or a transaction's, which names no database).
+                    // Each of its tries waits 100 ms, then pauses up to a second; the bound is generous
+                    // (the switch's patience is 300 s), since a loaded CI machine once took over 60 s to
+                    // get there.
+                    #expect(try await eventually(timeout: .seconds(240)) {
                         let rows = try await client.query(
                             """
-                            SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
-                            WHERE NOT l.granted AND d.datname = current_database()
+                            SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                            WHERE NOT l.granted AND a.datname = current_database()
                             """,
                             logger: Self.logger
                         ).collect()
