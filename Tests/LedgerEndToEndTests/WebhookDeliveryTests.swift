@@ -154,8 +154,12 @@ struct WebhookDeliveryTests {
                 })
                 let parked = try await webhooks.deliveries(app: Self.app, failedOnly: true)
                 for delivery in parked {
-                    #expect(delivery.attempts == 3 && delivery.history.map(\.statusCode) == [503, 503, 503] && delivery.nextAttemptAt == nil)
-                    #expect(delivery.history.allSatisfy { $0.response == "down" })
+                    #expect(delivery.attempts == 3 && delivery.history.count == 3 && delivery.nextAttemptAt == nil, "\(delivery.history)")
+                    // Each try refused by the endpoint, or (on a loaded machine, once in CI) not
+                    // answered within the sender's time: a failure all the same, with its reason.
+                    #expect(delivery.history.allSatisfy { ($0.statusCode == 503 && $0.response == "down") || ($0.statusCode == nil && $0.error != nil) },
+                            "\(delivery.history)")
+                    #expect(delivery.history.contains { $0.statusCode == 503 }, "\(delivery.history)")
                 }
                 // ann's second change went out only once her first was parked.
                 let requests = receiver.requests(to: "hook")

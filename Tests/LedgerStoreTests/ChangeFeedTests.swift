@@ -20,7 +20,9 @@ struct ChangeFeedTests {
         // which these tests would read as a key or secret lost from memory.
         let feed = ChangeFeed(configuration: try settings.connectionConfiguration, heartbeat: .seconds(5), logger: logger)
         return try await withRunningServices([feed], logger: logger) {
-            #expect(try await eventually(timeout: .seconds(10)) { feed.keys.isListening && feed.projections.isListening })
+            // Generous: a loaded machine once kept it from listening for 10 s (its heartbeat, answered
+            // later than a second, makes it listen again from the start).
+            #expect(try await eventually(timeout: .seconds(60)) { feed.keys.isListening && feed.projections.isListening })
             return try await body(feed)
         }
     }
@@ -164,7 +166,7 @@ struct ChangeFeedTests {
                         """, logger: Self.logger)
                 }
                 try await client.query("UPDATE ledger.projections SET position = 50 WHERE name = 'ownership'", logger: Self.logger)
-                #expect(try await eventually(timeout: .seconds(10)) { board.readiness(of: [.ownership])?.reached == 50 })
+                #expect(try await eventually(timeout: .seconds(60)) { board.readiness(of: [.ownership])?.reached == 50 })
             }
         }
     }
