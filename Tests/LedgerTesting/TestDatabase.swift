@@ -130,11 +130,6 @@ public enum TestDatabase {
         )
         do {
             try await connection.query("SET idle_in_transaction_session_timeout = 0", logger: logger)
-        } catch {
-            try? await connection.close()
-            throw error
-        }
-        do {
             let result = try await body(connection)
             try await connection.close()
             return result
