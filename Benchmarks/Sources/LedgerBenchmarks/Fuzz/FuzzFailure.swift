@@ -13,8 +13,10 @@ public struct FuzzFailure: Sendable, CustomStringConvertible {
         case recordedOnRefusal = "recorded-on-refusal"
         /// A projection stopped on an event an accepted input recorded.
         case projectionFailed = "projection-failed"
-        /// A signed payload answered past its deadline (a costly chain, a hang).
+        /// A signed payload answered past its deadline each time it was sent (a costly chain, a hang).
         case slow
+        /// A signed payload sent again (after a slow answer) recorded more than its first try.
+        case recordedTwice = "recorded-twice"
     }
 
     public let kind: Kind
