@@ -121,7 +121,7 @@ let package = Package(
             name: "LedgerRuntime",
             dependencies: [
                 "AppStore", "LedgerApplication", "LedgerDomain", "LedgerHTTP", "LedgerStore",
-                .asyncHTTPClient, .logging, .serviceLifecycle, .unixSignals,
+                .asyncHTTPClient, .logging, .nioCore, .nioPosix, .serviceLifecycle, .unixSignals,
             ],
             swiftSettings: swiftSettings
         ),

@@ -3,6 +3,7 @@ import Foundation
 import LedgerApplication
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// POSTs webhook deliveries with AsyncHTTPClient: redirects are never followed (a 3xx is a failed
 /// attempt, and its Location is never asked for), every attempt has a deadline for all of it
@@ -21,6 +22,9 @@ public struct HTTPWebhookSender: WebhookSender {
             self.keptBytes = keptBytes
             self.readLimit = readLimit
         }
+
+        /// Connecting may take this long, within the deadline (5 s at most).
+        var connectSeconds: Int64 { min(5, max(Int64(deadline.components.seconds), 1)) }
     }
 
     let client: HTTPClient
@@ -36,7 +40,7 @@ public struct HTTPWebhookSender: WebhookSender {
     /// read timeouts within the attempt's deadline.
     public static func makeHTTPClient(configuration: Configuration = .init()) -> HTTPClient {
         let seconds = Int64(configuration.deadline.components.seconds)
-        let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(min(5, max(seconds, 1))), read: .seconds(max(seconds, 1)))
+        let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(configuration.connectSeconds), read: .seconds(max(seconds, 1)))
         var client = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: timeout)
         // As many connections to one endpoint as `WebhookDelivery` has deliveries in flight.
         client.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
@@ -46,30 +50,47 @@ public struct HTTPWebhookSender: WebhookSender {
     public func send(_ request: WebhookRequest) async -> WebhookAnswer {
         let start = ContinuousClock.now
         let deadline = configuration.deadline
-        do {
-            let (status, kept) = try await withThrowingTaskGroup(of: (Int, String)?.self) { group in
-                group.addTask { try await exchange(request) }
-                group.addTask {
-                    try await Task.sleep(for: deadline)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let answer = first else { throw DeadlinePassed() }
-                return answer
+        let ending = await withTaskGroup(of: Ending.self) { group in
+            group.addTask {
+                do { return .answered(try await exchange(request)) } catch { return .failed(error) }
             }
+            group.addTask {
+                try? await Task.sleep(for: deadline + Self.bodyGrace)
+                return .deadlinePassed
+            }
+            let first = await group.next() ?? .deadlinePassed
+            group.cancelAll()
+            return first
+        }
+        let duration = ContinuousClock.now - start
+        switch ending {
+        case .answered(let (status, kept)):
             let redirect = (300..<400).contains(status)
             return WebhookAnswer(
                 statusCode: status, error: redirect ? "a redirect, which is not followed: register the URL it points to" : nil,
-                response: kept, duration: ContinuousClock.now - start
+                response: kept, duration: duration
             )
-        } catch is DeadlinePassed {
-            return WebhookAnswer(statusCode: nil, error: "no complete answer within \(deadline)", response: nil, duration: ContinuousClock.now - start)
-        } catch {
-            return WebhookAnswer(statusCode: nil, error: Self.describe(error), response: nil, duration: ContinuousClock.now - start)
+        case .failed(let error):
+            return WebhookAnswer(statusCode: nil, error: describe(error), response: nil, duration: duration)
+        case .deadlinePassed:
+            return WebhookAnswer(statusCode: nil, error: describe(DeadlinePassed()), response: nil, duration: duration)
         }
     }
 
+    /// How a try ended: with an answer (its status and the start of its body), an error, or the deadline.
+    private enum Ending: Sendable {
+        case answered((Int, String))
+        case failed(any Error)
+        case deadlinePassed
+    }
+
     private struct DeadlinePassed: Error {}
+
+    /// How long past the deadline the sender waits for the client to end the exchange itself: the
+    /// client's deadline covers connecting and the answer's head (failing a request that never
+    /// had a connection with the reason the last try to connect failed, a refused connection
+    /// for one), the sender's own the rest of the body.
+    static let bodyGrace: Duration = .milliseconds(250)
 
     /// The POST, and the status and start of its answer.
     private func exchange(_ request: WebhookRequest) async throws -> (Int, String) {
@@ -77,8 +98,7 @@ public struct HTTPWebhookSender: WebhookSender {
         post.method = .POST
         for (name, value) in request.headers { post.headers.add(name: name, value: value) }
         post.body = .bytes(ByteBuffer(string: request.body))
-        let seconds = configuration.deadline.components.seconds
-        let response = try await client.execute(post, deadline: .now() + .seconds(seconds + 1))
+        let response = try await client.execute(post, deadline: .now() + .nanoseconds(Int64(configuration.deadline / .nanoseconds(1))))
         var kept: [UInt8] = []
         var read = 0
         for try await chunk in response.body {
@@ -93,9 +113,31 @@ public struct HTTPWebhookSender: WebhookSender {
         return (Int(response.status.code), text)
     }
 
-    /// What went wrong, in a line: AsyncHTTPClient's and NIO's errors describe themselves tersely.
-    static func describe(_ error: any Error) -> String {
-        let text = String(describing: error)
-        return String(text.prefix(500))
+    /// What went wrong, in a line. The attempt's deadline reads the same whichever timer gave up
+    /// first (the sender's own, or the HTTP client's read timeout of the same length); other errors
+    /// of AsyncHTTPClient and NIO describe themselves, tersely.
+    func describe(_ error: any Error) -> String {
+        if error is DeadlinePassed || error as? HTTPClientError == .readTimeout || error as? HTTPClientError == .deadlineExceeded {
+            return "no complete answer within \(configuration.deadline)"
+        }
+        if error as? HTTPClientError == .connectTimeout {
+            return "could not connect within \(Duration.seconds(configuration.connectSeconds))"
+        }
+        if error as? HTTPClientError == .remoteConnectionClosed {
+            return "the endpoint closed the connection before it answered"
+        }
+        if let failure = error as? IOError {
+            if failure.errnoCode == ECONNREFUSED { return "the connection was refused: nothing listens at the URL's host and port" }
+            return "the connection failed: " + String(cString: strerror(failure.errnoCode)).lowercased()
+        }
+        if let failure = error as? NIOConnectionError {
+            if let lookup = failure.dnsAError ?? failure.dnsAAAAError {
+                let reason = lookup is SocketAddressError.UnknownHost ? "no such host" : String(describing: lookup).prefix(300)
+                return "could not look up \(failure.host): \(reason)"
+            }
+            // Each address of the host tried; the last one's reason stands for them all.
+            if let last = failure.connectionErrors.last { return describe(last.error) }
+        }
+        return String(String(describing: error).prefix(500))
     }
 }

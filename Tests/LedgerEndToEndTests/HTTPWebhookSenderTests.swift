@@ -1,0 +1,51 @@
+import AsyncHTTPClient
+import LedgerApplication
+import LedgerRuntime
+import Testing
+
+/// What a webhook try's failure reads like in the delivery list, where a support engineer reads it.
+@Suite struct HTTPWebhookSenderTests {
+    static func request(_ url: String) -> WebhookRequest {
+        WebhookRequest(url: url, headers: [("Content-Type", "application/json")], body: #"{"id":"chg_1_0"}"#)
+    }
+
+    /// `body` with a client made as the ledger makes it for `configuration`, shut down after.
+    static func withClient<T>(_ configuration: HTTPWebhookSender.Configuration, _ body: (HTTPClient) async throws -> T) async throws -> T {
+        let client = HTTPWebhookSender.makeHTTPClient(configuration: configuration)
+        let result: Result<T, any Error>
+        do { result = .success(try await body(client)) } catch { result = .failure(error) }
+        try await client.shutdown()
+        return try result.get()
+    }
+
+    @Test("an answer slower than the try's deadline reads the same whichever timer gives up first")
+    func aSlowAnswerReadsTheSameWhicheverTimerGivesUp() async throws {
+        let receiver = WebhookReceiver { _ in .init(status: 200, delay: .seconds(4)) }
+        try await receiver.run(paths: ["hook"]) { base in
+            // The sender's own deadline and the client's read timeout alike (1 s each)...
+            let alike = HTTPWebhookSender.Configuration(deadline: .seconds(1))
+            try await Self.withClient(alike) { client in
+                // ...and a sender whose deadline (2 s) comes after the same client's read timeout (1 s).
+                let later = HTTPWebhookSender.Configuration(deadline: .seconds(2))
+                for (configuration, words) in [(alike, "no complete answer within 1.0 seconds"), (later, "no complete answer within 2.0 seconds")] {
+                    let answer = await HTTPWebhookSender(client: client, configuration: configuration).send(Self.request(base + "/hook"))
+                    #expect(answer.statusCode == nil)
+                    #expect(answer.error == words)
+                    #expect(answer.duration < .seconds(4), "given up before the answer came")
+                }
+            }
+        }
+    }
+
+    @Test("an endpoint nobody listens on is a failed try that says so, not a slow answer", arguments: [
+        "http://127.0.0.1:1/hook", "http://[::1]:1/hook", "http://localhost:1/hook",
+    ])
+    func aClosedPortFailsWithItsReason(url: String) async throws {
+        let configuration = HTTPWebhookSender.Configuration(deadline: .seconds(2))
+        let answer = try await Self.withClient(configuration) { client in
+            await HTTPWebhookSender(client: client, configuration: configuration).send(Self.request(url))
+        }
+        #expect(answer.statusCode == nil)
+        #expect(answer.error == "the connection was refused: nothing listens at the URL's host and port")
+    }
+}
