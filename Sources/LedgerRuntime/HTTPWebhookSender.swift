@@ -49,73 +49,64 @@ public struct HTTPWebhookSender: WebhookSender {
 
     public func send(_ request: WebhookRequest) async -> WebhookAnswer {
         let start = ContinuousClock.now
-        let deadline = configuration.deadline
-        let ending = await withTaskGroup(of: Ending.self) { group in
-            group.addTask {
-                do { return .answered(try await exchange(request)) } catch { return .failed(error) }
-            }
-            group.addTask {
-                try? await Task.sleep(for: deadline + Self.bodyGrace)
-                return .deadlinePassed
-            }
-            let first = await group.next() ?? .deadlinePassed
-            group.cancelAll()
-            return first
-        }
-        let duration = ContinuousClock.now - start
-        switch ending {
-        case .answered(let (status, kept)):
+        do {
+            let (status, kept) = try await exchange(request, until: start + configuration.deadline)
             let redirect = (300..<400).contains(status)
             return WebhookAnswer(
                 statusCode: status, error: redirect ? "a redirect, which is not followed: register the URL it points to" : nil,
-                response: kept, duration: duration
+                response: kept, duration: ContinuousClock.now - start
             )
-        case .failed(let error):
-            return WebhookAnswer(statusCode: nil, error: describe(error), response: nil, duration: duration)
-        case .deadlinePassed:
-            return WebhookAnswer(statusCode: nil, error: describe(DeadlinePassed()), response: nil, duration: duration)
+        } catch {
+            return WebhookAnswer(statusCode: nil, error: describe(error), response: nil, duration: ContinuousClock.now - start)
         }
-    }
-
-    /// How a try ended: with an answer (its status and the start of its body), an error, or the deadline.
-    private enum Ending: Sendable {
-        case answered((Int, String))
-        case failed(any Error)
-        case deadlinePassed
     }
 
     private struct DeadlinePassed: Error {}
 
-    /// How long past the deadline the sender waits for the client to end the exchange itself: the
-    /// client's deadline covers connecting and the answer's head (failing a request that never
-    /// had a connection with the reason the last try to connect failed, a refused connection
-    /// for one), the sender's own the rest of the body.
-    static let bodyGrace: Duration = .milliseconds(250)
-
-    /// The POST, and the status and start of its answer.
-    private func exchange(_ request: WebhookRequest) async throws -> (Int, String) {
+    /// The POST, and the status and start of its answer, by `end`. The client's own deadline
+    /// covers connecting and the answer's head: it fails a request that never had a connection
+    /// with the reason the last try to connect failed (a refused connection reads as such, not as
+    /// a slow answer), so no timer of the sender's races it there; the sender's covers the body.
+    private func exchange(_ request: WebhookRequest, until end: ContinuousClock.Instant) async throws -> (Int, String) {
         var post = HTTPClientRequest(url: request.url)
         post.method = .POST
         for (name, value) in request.headers { post.headers.add(name: name, value: value) }
         post.body = .bytes(ByteBuffer(string: request.body))
-        let response = try await client.execute(post, deadline: .now() + .nanoseconds(Int64(configuration.deadline / .nanoseconds(1))))
-        var kept: [UInt8] = []
-        var read = 0
-        for try await chunk in response.body {
-            read += chunk.readableBytes
-            if kept.count < configuration.keptBytes {
-                kept += chunk.readableBytesView.prefix(configuration.keptBytes - kept.count)
+        let left = ContinuousClock.now.duration(to: end)
+        let response = try await client.execute(post, deadline: .now() + .nanoseconds(Int64(left / .nanoseconds(1))))
+        let kept = try await withThrowingTaskGroup(of: [UInt8]?.self) { group in
+            group.addTask { try await read(response.body) }
+            group.addTask {
+                try await Task.sleep(until: end)
+                return nil
             }
-            if read >= configuration.readLimit { break }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let kept = first else { throw DeadlinePassed() }
+            return kept
         }
         // Text the database can keep: no NUL, invalid UTF-8 replaced.
         let text = String(decoding: kept, as: UTF8.self).replacingOccurrences(of: "\u{0}", with: "")
         return (Int(response.status.code), text)
     }
 
+    /// The start of the body (`keptBytes`), read up to `readLimit`.
+    private func read(_ body: HTTPClientResponse.Body) async throws -> [UInt8] {
+        var kept: [UInt8] = []
+        var read = 0
+        for try await chunk in body {
+            read += chunk.readableBytes
+            if kept.count < configuration.keptBytes {
+                kept += chunk.readableBytesView.prefix(configuration.keptBytes - kept.count)
+            }
+            if read >= configuration.readLimit { break }
+        }
+        return kept
+    }
+
     /// What went wrong, in a line. The attempt's deadline reads the same whichever timer gave up
-    /// first (the sender's own, or the HTTP client's read timeout of the same length); other errors
-    /// of AsyncHTTPClient and NIO describe themselves, tersely.
+    /// (the client's deadline or its read timeout of the same length, or the sender's own for the
+    /// body); connection failures in words; other errors of AsyncHTTPClient and NIO describe
+    /// themselves, tersely.
     func describe(_ error: any Error) -> String {
         if error is DeadlinePassed || error as? HTTPClientError == .readTimeout || error as? HTTPClientError == .deadlineExceeded {
             return "no complete answer within \(configuration.deadline)"

@@ -20,7 +20,7 @@ import Testing
 
     @Test("an answer slower than the try's deadline reads the same whichever timer gives up first")
     func aSlowAnswerReadsTheSameWhicheverTimerGivesUp() async throws {
-        let receiver = WebhookReceiver { _ in .init(status: 200, delay: .seconds(4)) }
+        let receiver = WebhookReceiver { _ in .init(status: 200, delay: .seconds(10)) }
         try await receiver.run(paths: ["hook"]) { base in
             // The sender's own deadline and the client's read timeout alike (1 s each)...
             let alike = HTTPWebhookSender.Configuration(deadline: .seconds(1))
@@ -31,9 +31,23 @@ import Testing
                     let answer = await HTTPWebhookSender(client: client, configuration: configuration).send(Self.request(base + "/hook"))
                     #expect(answer.statusCode == nil)
                     #expect(answer.error == words)
-                    #expect(answer.duration < .seconds(4), "given up before the answer came")
+                    #expect(answer.duration < .seconds(10), "given up before the answer came")
                 }
             }
+        }
+    }
+
+    @Test("an answer whose body is still arriving at the deadline is given up in the same words")
+    func aTricklingBodyIsGivenUpAtTheDeadline() async throws {
+        let receiver = WebhookReceiver { _ in .init(status: 200, body: String(repeating: "x", count: 40), trickle: .milliseconds(250)) }
+        try await receiver.run(paths: ["hook"]) { base in
+            let configuration = HTTPWebhookSender.Configuration(deadline: .seconds(2))
+            let answer = try await Self.withClient(configuration) { client in
+                await HTTPWebhookSender(client: client, configuration: configuration).send(Self.request(base + "/hook"))
+            }
+            #expect(answer.statusCode == nil, "the head's 200 is no delivery without the whole answer")
+            #expect(answer.error == "no complete answer within 2.0 seconds")
+            #expect(answer.duration < .seconds(10), "given up before the body's end")
         }
     }
 

@@ -2,44 +2,43 @@ import LedgerBenchmarks
 import Testing
 
 /// A signed case past its deadline is timed again before it counts as slow: a pause of a busy
-/// machine passes, a case slow every time does not.
+/// machine passes, a case slow every time does not. The tries' times are scripted (no clock).
 @Suite struct SlowCaseTests {
-    /// Answers after `pauses[n]` on its n-th call (the last pause repeats), counting the calls.
-    actor Endpoint {
-        let pauses: [Duration]
-        private(set) var calls = 0
-        init(pauses: [Duration]) { self.pauses = pauses }
-        func answer() async throws -> Int {
-            let pause = pauses[min(calls, pauses.count - 1)]
-            calls += 1
-            try await Task.sleep(for: pause)
-            return calls
+    /// Times `scripted` one by one, counting how often the case was sent again.
+    final class Tries {
+        var scripted: [Duration]
+        var sent = 0
+        init(_ scripted: [Duration]) { self.scripted = scripted }
+        func next() -> Duration {
+            sent += 1
+            return scripted.removeFirst()
         }
     }
 
     @Test func aCaseAnsweredInTimeOnItsSecondTryIsNotSlow() async throws {
-        let endpoint = Endpoint(pauses: [.zero])
-        let tries = try await LedgerAPIFuzz.timedAgain({ try await endpoint.answer() }, first: .seconds(2), deadline: .seconds(1))
-        #expect(tries.count == 2, "sent once more, answered in time: \(tries)")
-        #expect(tries[0] == .seconds(2))
-        #expect(tries[1] < .seconds(1))
-        #expect(await endpoint.calls == 1)
+        let again = Tries([.milliseconds(40)])
+        let tries = try await LedgerAPIFuzz.timedAgain(first: .seconds(6)) { again.next() }
+        #expect(tries == [.seconds(6), .milliseconds(40)])
+        #expect(again.sent == 1)
     }
 
-    @Test func aCaseSlowEveryTimeIsSentTwiceMoreAndEachTryIsPastTheDeadline() async throws {
-        let endpoint = Endpoint(pauses: [.milliseconds(300)])
-        let tries = try await LedgerAPIFuzz.timedAgain({ try await endpoint.answer() }, first: .seconds(1), deadline: .milliseconds(200))
-        #expect(tries.count == 3, "three tries in all: \(tries)")
-        #expect(tries.allSatisfy { $0 > .milliseconds(200) })
-        #expect(await endpoint.calls == 2)
+    @Test func aCaseSlowEveryTimeIsTriedThreeTimesInAll() async throws {
+        let again = Tries([.seconds(7), .seconds(8), .seconds(9)])
+        let tries = try await LedgerAPIFuzz.timedAgain(first: .seconds(6)) { again.next() }
+        #expect(tries == [.seconds(6), .seconds(7), .seconds(8)])
+        #expect(again.sent == 2, "sent twice more, no more")
     }
 
-    @Test func theThirdTryIsTheLast() async throws {
-        let endpoint = Endpoint(pauses: [.milliseconds(300), .zero])
-        let tries = try await LedgerAPIFuzz.timedAgain({ try await endpoint.answer() }, first: .seconds(1), deadline: .milliseconds(200))
-        #expect(tries.count == 3)
-        #expect(tries[1] > .milliseconds(200))
-        #expect(tries[2] < .milliseconds(200), "answered in time on the third try: not slow")
-        #expect(await endpoint.calls == 2)
+    @Test func theThirdTryInTimeIsNotSlow() async throws {
+        let again = Tries([.seconds(7), .milliseconds(40)])
+        let tries = try await LedgerAPIFuzz.timedAgain(first: .seconds(6)) { again.next() }
+        #expect(tries == [.seconds(6), .seconds(7), .milliseconds(40)])
+        #expect(!tries.allSatisfy { $0 > LedgerAPIFuzz.signedDeadline })
+    }
+
+    @Test func theDeadlineItselfIsInTime() async throws {
+        let again = Tries([.seconds(5)])
+        let tries = try await LedgerAPIFuzz.timedAgain(first: .seconds(6), deadline: .seconds(5)) { again.next() }
+        #expect(tries == [.seconds(6), .seconds(5)], "an answer at exactly the deadline is in time")
     }
 }

@@ -27,6 +27,8 @@ final class WebhookReceiver: Sendable {
         /// A `Location` header, for a redirect.
         var location: String?
         var body = "ok"
+        /// When set, the head is sent at once and the body one byte at a time, this long apart.
+        var trickle: Duration?
     }
 
     private let received = Mutex<[Received]>([])
@@ -60,6 +62,15 @@ final class WebhookReceiver: Sendable {
                     let reply = script(arrival)
                     if reply.delay > .zero { try? await Task.sleep(for: reply.delay) }
                     var response = Response(status: .init(code: reply.status), body: .init(byteBuffer: ByteBuffer(string: reply.body)))
+                    if let pause = reply.trickle {
+                        response.body = ResponseBody { writer in
+                            for byte in reply.body.utf8 {
+                                try await writer.write(ByteBuffer(bytes: [byte]))
+                                try await Task.sleep(for: pause)
+                            }
+                            try await writer.finish(nil)
+                        }
+                    }
                     if let location = reply.location { response.headers[.location] = location }
                     return response
                 }

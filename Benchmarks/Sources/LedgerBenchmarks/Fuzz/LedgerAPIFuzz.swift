@@ -216,7 +216,11 @@ public struct LedgerAPIFuzz: Sendable {
         var (outcome, after) = try await check(target, index: index, steps: caseSteps, body: body, before: before, send)
         let took = ContinuousClock.now - started
         if [Self.signedTransactionsTarget, Self.notificationsTarget].contains(target), took > Self.signedDeadline {
-            let tries = try await Self.timedAgain(send, first: took)
+            let tries = try await Self.timedAgain(first: took) {
+                let started = ContinuousClock.now
+                _ = try await send()
+                return ContinuousClock.now - started
+            }
             let again = try await world.snapshot()
             if again != after {
                 let twice = FuzzFailure(.recordedTwice, target: target, caseIndex: index,
@@ -239,15 +243,14 @@ public struct LedgerAPIFuzz: Sendable {
     /// answered in time: a chain that is costly to check is slow every time, a pause of a busy
     /// machine is not. The case was checked on its first answer; sent again, a recorded payload is
     /// a duplicate and a refused one is refused again, which the caller checks on the log.
-    /// Returns the time of each try, the first one's included.
-    public static func timedAgain<Answer>(
-        _ send: () async throws -> Answer, first: Duration, deadline: Duration = signedDeadline
+    /// `timed` sends the case once more and says how long its answer took. Returns the time of
+    /// each try, the first one's included.
+    public static func timedAgain(
+        first: Duration, deadline: Duration = signedDeadline, _ timed: () async throws -> Duration
     ) async throws -> [Duration] {
         var tries = [first]
         while tries.count < 3, tries.allSatisfy({ $0 > deadline }) {
-            let started = ContinuousClock.now
-            _ = try await send()
-            tries.append(ContinuousClock.now - started)
+            tries.append(try await timed())
         }
         return tries
     }
