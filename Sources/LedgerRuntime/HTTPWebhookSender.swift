@@ -23,8 +23,9 @@ public struct HTTPWebhookSender: WebhookSender {
             self.readLimit = readLimit
         }
 
-        /// Connecting may take this long, within the deadline (5 s at most).
-        var connectSeconds: Int64 { min(5, max(Int64(deadline.components.seconds), 1)) }
+        /// One try to connect may take this long: half the deadline, 5 s at most, so that a host
+        /// that never answers is reported as such before the deadline ends the attempt.
+        var connectTimeout: Duration { min(.seconds(5), deadline / 2) }
     }
 
     let client: HTTPClient
@@ -40,7 +41,9 @@ public struct HTTPWebhookSender: WebhookSender {
     /// read timeouts within the attempt's deadline.
     public static func makeHTTPClient(configuration: Configuration = .init()) -> HTTPClient {
         let seconds = Int64(configuration.deadline.components.seconds)
-        let timeout = HTTPClient.Configuration.Timeout(connect: .seconds(configuration.connectSeconds), read: .seconds(max(seconds, 1)))
+        let timeout = HTTPClient.Configuration.Timeout(
+            connect: .nanoseconds(Int64(configuration.connectTimeout / .nanoseconds(1))), read: .seconds(max(seconds, 1))
+        )
         var client = HTTPClient.Configuration(redirectConfiguration: .disallow, timeout: timeout)
         // As many connections to one endpoint as `WebhookDelivery` has deliveries in flight.
         client.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
@@ -89,6 +92,11 @@ public struct HTTPWebhookSender: WebhookSender {
         return (Int(response.status.code), text)
     }
 
+    private static func isConnectTimeout(_ error: any Error) -> Bool {
+        if case .connectTimeout = error as? ChannelError { return true }
+        return false
+    }
+
     /// The start of the body (`keptBytes`), read up to `readLimit`.
     private func read(_ body: HTTPClientResponse.Body) async throws -> [UInt8] {
         var kept: [UInt8] = []
@@ -111,8 +119,8 @@ public struct HTTPWebhookSender: WebhookSender {
         if error is DeadlinePassed || error as? HTTPClientError == .readTimeout || error as? HTTPClientError == .deadlineExceeded {
             return "no complete answer within \(configuration.deadline)"
         }
-        if error as? HTTPClientError == .connectTimeout {
-            return "could not connect within \(Duration.seconds(configuration.connectSeconds))"
+        if error as? HTTPClientError == .connectTimeout || Self.isConnectTimeout(error) {
+            return "could not connect: the host did not answer within \(configuration.connectTimeout)"
         }
         if error as? HTTPClientError == .remoteConnectionClosed {
             return "the endpoint closed the connection before it answered"

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 import LedgerApplication
 import LedgerRuntime
 import Testing
@@ -61,5 +62,54 @@ import Testing
         }
         #expect(answer.statusCode == nil)
         #expect(answer.error == "the connection was refused: nothing listens at the URL's host and port")
+    }
+
+    @Test("an endpoint that never takes the connection is a try that could not connect")
+    func aConnectionNeverTakenCouldNotConnect() async throws {
+        let listener = try FullListener()
+        defer { listener.close() }
+        let configuration = HTTPWebhookSender.Configuration(deadline: .seconds(2))
+        let answer = try await Self.withClient(configuration) { client in
+            await HTTPWebhookSender(client: client, configuration: configuration).send(Self.request("http://127.0.0.1:\(listener.port)/hook"))
+        }
+        #expect(answer.statusCode == nil)
+        #expect(answer.error == "could not connect: the host did not answer within 1.0 seconds", "each try to connect has half the deadline")
+    }
+}
+
+/// A socket on 127.0.0.1 that listens with no room and never accepts, its one place taken by a
+/// connection of its own: Linux drops every other SYN, so connecting to it times out.
+private struct FullListener {
+    let port: Int
+    private let sockets: [Int32]
+
+    init() throws {
+        let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
+                bind(listening, generic, length) == 0 && listen(listening, 0) == 0 && getsockname(listening, generic, &length) == 0
+            }
+        }
+        guard listening >= 0, bound else { throw ListenerError(errno: errno) }
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let connected = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) == 0 }
+        }
+        guard connected else { throw ListenerError(errno: errno) }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        sockets = [filler, listening]
+    }
+
+    func close() {
+        for socket in sockets { _ = Glibc.close(socket) }
+    }
+
+    struct ListenerError: Error {
+        let errno: Int32
     }
 }
