@@ -168,4 +168,29 @@ import Testing
         #expect(applied.count == 1, "nothing of the transaction is news any more")
         #expect(applied.first?.deduplicationKey?.rawValue == "appstore/com.example.app/production/notification_applied/n-1")
     }
+
+    @Test("an identifier longer than any of Apple's is refused in either naming, in a transaction or a renewal-info entry")
+    func identifiersLongerThanApplesAreRefused() throws {
+        func answer(transactions: [[String: String]], renewalInfo: [[String: String]] = []) -> AppStoreAnswer {
+            AppStoreAnswer(receiptHash: String(repeating: "a", count: 64), answerHash: String(repeating: "b", count: 64),
+                           environment: .production, status: 0, answeredAt: TestTransaction.defaultDate,
+                           transactions: transactions, renewalInfo: renewalInfo)
+        }
+        let long = String(repeating: "é", count: 128)  // 128 characters, 256 bytes
+        let fine = String(repeating: "p", count: 255)
+        try answer(transactions: [Self.signed("1", fine)], renewalInfo: [["autoRenewProductId": fine, "originalTransactionId": "1"]])
+            .checkRecordable(app: "com.example.app")
+        let refused: [(String, AppStoreAnswer)] = [
+            ("productId", answer(transactions: [Self.signed("1", long)])),
+            ("appAccountToken", answer(transactions: [Self.signed("1", "gems", extra: ["appAccountToken": long])])),
+            ("autoRenewProductId", answer(transactions: [Self.signed("1", "gems")], renewalInfo: [["autoRenewProductId": long, "originalTransactionId": "1"]])),
+            ("auto_renew_product_id", answer(transactions: [], renewalInfo: [["auto_renew_product_id": long, "original_transaction_id": "1"]])),
+            ("web_order_line_item_id", answer(transactions: [["transaction_id": "2", "product_id": "gems", "web_order_line_item_id": long]])),
+        ]
+        for (field, answer) in refused {
+            let error = try #require(throws: DecisionError.self, "\(field)") { try answer.checkRecordable(app: "com.example.app") }
+            #expect(error.message.contains("has a \(field) of 256 bytes"), "\(error.message)")
+            #expect(error.message.hasSuffix("nothing of this receipt was recorded"))
+        }
+    }
 }

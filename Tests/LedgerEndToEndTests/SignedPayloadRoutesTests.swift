@@ -109,6 +109,11 @@ import Testing
                 let answer = try await api.postTransaction("alice", device: "phone", jws)
                 #expect(answer.status == status && answer.errorCode == code, "\(what): \(answer.text)")
             }
+            // The mutation fuzzer found it: a product id of 3,647 bytes outgrew the log's index entry (a 500).
+            let long = try await api.postTransaction("alice", device: "phone",
+                                                     try signed.transaction("4", product: String(repeating: "p", count: 3_000), type: .nonConsumable))
+            #expect(long.status == 400 && long.errorCode == "invalid_request", "\(long.text)")
+            #expect(long.errorMessage?.contains("productId of 3000 bytes") == true, "\(long.text)")
             let tampered = try signed.transaction("3", product: "p", type: .nonConsumable).split(separator: ".").enumerated()
                 .map { $0.offset == 1 ? Base64URL.encode(Data(#"{"transactionId":"3","bundleId":"com.example.game","environment":"Sandbox","signedDate":\#(Date().milliseconds)}"#.utf8)) : String($0.element) }
                 .joined(separator: ".")
@@ -142,6 +147,11 @@ import Testing
                 #expect(answer.status == status && answer.errorCode == code, "\(what): \(answer.text)")
                 #expect(answer.errorMessage?.hasSuffix("nothing was recorded") == true, "\(what): \(answer.text)")
             }
+            // Its transaction naming a product id longer than any of Apple's (found by the fuzzer on the transactions route).
+            let long = try await api.postNotification(try signed.notification(
+                "REFUND", transaction: try signed.transaction("2000000000000010", product: String(repeating: "p", count: 3_000), type: .consumable)))
+            #expect(long.status == 422 && long.errorCode == "invalid_notification", "\(long.text)")
+            #expect(long.errorMessage?.contains("productId of 3000 bytes") == true, "\(long.text)")
             let xcode = try signed.signer.sign(SimulatorSignedPayloads.notification(
                 type: "TEST", bundleId: Self.app, environment: .sandbox, signedTransactionInfo: nil, signedDate: now
             ).merging(["data": ["bundleId": Self.app, "environment": "Xcode"]]) { $1 })

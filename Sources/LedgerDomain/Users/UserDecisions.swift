@@ -73,8 +73,26 @@ extension AppStoreAnswer {
                 let name = field.key.unicodeScalars.contains("\u{0}") ? "a field name" : "'\(field.key)'"
                 throw .invalidInput("the App Store's answer holds the NUL character (\\u0000) in \(name), which the ledger cannot store; nothing of this receipt was recorded")
             }
+            for name in Self.identifierFields {
+                if let value = fields[name], value.utf8.count > Self.longestIdentifier {
+                    throw .invalidInput(
+                        "the App Store's answer has a \(name) of \(value.utf8.count) bytes ('\(value.prefix(40))…'); Apple's are at most \(Self.longestIdentifier) "
+                            + "(a product id at most 100 characters), so nothing of this receipt was recorded"
+                    )
+                }
+            }
         }
     }
+
+    /// Apple's identifiers that the log indexes or keys records by, in both namings (verifyReceipt's
+    /// and the signed payloads'). App Store Connect allows product ids of up to 100 characters and
+    /// the others are shorter still; one longer than `longestIdentifier` bytes cannot be Apple's,
+    /// and would outgrow an index entry of the log (PostgreSQL refuses entries over 2,704 bytes).
+    static let identifierFields = [
+        "product_id", "productId", "auto_renew_product_id", "autoRenewProductId", "original_transaction_id", "originalTransactionId",
+        "web_order_line_item_id", "webOrderLineItemId", "app_account_token", "appAccountToken",
+    ]
+    static let longestIdentifier = 255
 }
 
 /// The decisions taken on one user's stream. Pure: given the stream's state (and the catalog),
