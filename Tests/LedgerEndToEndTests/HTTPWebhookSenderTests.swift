@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import LedgerApplication
 import LedgerRuntime
+import LedgerTesting
 import Testing
 
 /// What a webhook try's failure reads like in the delivery list, where a support engineer reads it.
@@ -81,35 +82,17 @@ import Testing
 /// connection of its own: Linux drops every other SYN, so connecting to it times out.
 private struct FullListener {
     let port: Int
-    private let sockets: [Int32]
+    private let listening: LoopbackSocket
+    private let filler: Int32
 
     init() throws {
-        let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { generic in
-                bind(listening, generic, length) == 0 && listen(listening, 0) == 0 && getsockname(listening, generic, &length) == 0
-            }
-        }
-        guard listening >= 0, bound else { throw ListenerError(errno: errno) }
-        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) == 0 }
-        }
-        guard connected else { throw ListenerError(errno: errno) }
-        port = Int(UInt16(bigEndian: address.sin_port))
-        sockets = [filler, listening]
+        listening = try LoopbackSocket(listening: 0)
+        filler = try listening.connected()
+        port = listening.port
     }
 
     func close() {
-        for socket in sockets { _ = Glibc.close(socket) }
-    }
-
-    struct ListenerError: Error {
-        let errno: Int32
+        _ = Foundation.close(filler)
+        listening.close()
     }
 }

@@ -67,19 +67,9 @@ struct ChildServer {
 
     /// A port nothing listens on now, from the kernel (bound to port 0, then let go).
     static func freeLoopbackPort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard descriptor >= 0 else { throw CommandFailure(message: "cannot open a socket to find a free port (errno \(errno))") }
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
+        do { return try LoopbackSocket.freePort() } catch {
+            throw CommandFailure(message: "cannot find a free loopback port: \(error)")
         }
-        guard bound else { throw CommandFailure(message: "cannot bind a loopback socket to find a free port (errno \(errno))") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     /// SIGTERM, then SIGKILL if it has not ended within `grace`.
