@@ -105,8 +105,9 @@ public struct ReceiptResponseParser: Sendable {
         return []
     }
 
-    /// The longest product id an answer may name, in UTF-8 bytes (App Store Connect's are far shorter).
-    static let longestProductId = 255
+    /// The longest product id an answer may name, in UTF-8 bytes: the bound every path that
+    /// records App Store facts holds identifiers to (App Store Connect's are far shorter).
+    static let longestProductId = AppStoreAnswer.longestIdentifier
 
     static func transaction(_ entry: LenientJSON) throws -> ReceiptTransaction {
         guard let transactionId = entry["transaction_id"].string else {

@@ -92,7 +92,7 @@ extension AppStoreAnswer {
         "product_id", "productId", "auto_renew_product_id", "autoRenewProductId", "original_transaction_id", "originalTransactionId",
         "web_order_line_item_id", "webOrderLineItemId", "app_account_token", "appAccountToken",
     ]
-    static let longestIdentifier = 255
+    public static let longestIdentifier = 255
 }
 
 /// The decisions taken on one user's stream. Pure: given the stream's state (and the catalog),
